@@ -1,0 +1,122 @@
+"""The exceptions simgpu raises, shared by the model and the real prover.
+
+Running out of memory is an event in the domain, not a crash: both runtimes raise
+`VramExhausted` or `HostRamExhausted` at the `yield` where the allocation failed, and
+the daemon decides what happens to the partition.  Everything a user can get wrong on
+the command line or in a file is a `UserError`: the CLI prints its one line and exits 2.
+"""
+
+from __future__ import annotations
+
+GiB = 1 << 30
+
+
+def fmt_bytes(n: float) -> str:
+    """Human-readable binary size: 12.0 GiB, 512.0 MiB, 96 B."""
+    n = float(n)
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+class SimgpuError(Exception):
+    """Base of every error simgpu raises on purpose."""
+
+
+class UserError(SimgpuError):
+    """Bad input: a flag, a size, a TOML file, a design reference.  One line, exit 2."""
+
+
+class OutOfMemory(SimgpuError):
+    """An allocation did not fit.  Carries where it happened and by how much."""
+
+    kind = "memory"
+
+    def __init__(
+        self,
+        pool: str,
+        requested: int,
+        free: int,
+        capacity: int,
+        buffer: str = "",
+        stage: str = "",
+        worker: str = "",
+        proof: int | None = None,
+        partition: int | None = None,
+    ) -> None:
+        self.pool = pool
+        self.requested = int(requested)
+        self.free = int(free)
+        self.capacity = int(capacity)
+        self.buffer = buffer
+        self.stage = stage
+        self.worker = worker
+        self.proof = proof
+        self.partition = partition
+        # Every field in args: SimPy re-creates an exception as type(e)(*e.args) when it
+        # throws it into the process that waits.
+        super().__init__(pool, requested, free, capacity, buffer, stage, worker, proof, partition)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def describe(self) -> str:
+        where = []
+        if self.stage:
+            where.append(f"stage {self.stage}")
+        if self.worker:
+            where.append(f"worker {self.worker}")
+        if self.proof is not None:
+            part = f"proof {self.proof}"
+            if self.partition is not None:
+                part += f" partition {self.partition}"
+            where.append(part)
+        what = f" for {self.buffer}" if self.buffer else ""
+        loc = f" in {', '.join(where)}" if where else ""
+        return (
+            f"{self.kind} exhausted on {self.pool}{loc}: requested {fmt_bytes(self.requested)}"
+            f"{what}, free {fmt_bytes(self.free)} of {fmt_bytes(self.capacity)}"
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "pool": self.pool,
+            "stage": self.stage,
+            "worker": self.worker,
+            "buffer": self.buffer,
+            "proof": self.proof,
+            "partition": self.partition,
+            "requested_bytes": self.requested,
+            "free_bytes": self.free,
+            "capacity_bytes": self.capacity,
+        }
+
+
+class VramExhausted(OutOfMemory):
+    """A device allocation failed (the sim ledger's cap, or CuPy's OutOfMemoryError)."""
+
+    kind = "VRAM"
+
+
+class HostRamExhausted(OutOfMemory):
+    """A host allocation failed: the daemon's RSS would exceed the machine's RAM."""
+
+    kind = "host RAM"
+
+
+class DesignError(SimgpuError):
+    """A design broke the runtime contract (e.g. freed a handle twice, released a lock it
+    does not hold).  A bug in the design, reported with the design's name."""
+
+
+class Deadlock(SimgpuError):
+    """Every live process waits and nothing can wake them.  `waiting` maps each stuck
+    process to what it waits for."""
+
+    def __init__(self, at: float, waiting: dict[str, str]) -> None:
+        self.at = at
+        self.waiting = dict(waiting)
+        lines = "; ".join(f"{who} waits for {what}" for who, what in sorted(self.waiting.items()))
+        super().__init__(f"deadlock at t={at:.3f}s: {lines}")

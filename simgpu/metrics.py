@@ -1,0 +1,200 @@
+"""From a run's records and ledgers to the numbers a user reads.
+
+Shared by predict (SimRuntime) and run (RealRuntime): both hand over the same
+event records, so the same code measures both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from simgpu.events import Record
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in [0, 100]); None for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson score interval for a binomial proportion (sane at p = 0 or 1)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    total = 0.0
+    end = -math.inf
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+@dataclass
+class RunSummary:
+    """The metrics of one run."""
+
+    submitted: int
+    completed: int
+    failed: int
+    makespan: float
+    throughput: float | None  # seconds per completed proof
+    latencies: list[float]
+    busy_frac: list[float]
+    peak_vram: list[int]
+    vram_capacity: list[int]
+    oom_events: list[dict[str, Any]]
+    peak_host: int
+    host_capacity: int
+    host_oom: bool
+    locks: dict[str, dict[str, float]]
+    failures: list[dict[str, Any]]
+    deadlock: dict[str, Any] | None
+    leaks: list[str] = field(default_factory=list)
+    seed: int = 0
+
+    @property
+    def any_oom(self) -> bool:
+        return bool(self.oom_events)
+
+
+def summarize(result: Any) -> RunSummary:
+    """`result` is a model.sim.RunResult or the real runtime's equivalent: it has
+    records, vram (ledgers), host (ledger), locks, deadlock, leaks, seed."""
+    records: list[Record] = result.records
+    submitted: dict[int, float] = {}
+    finished: dict[int, float] = {}
+    failures = []
+    completed_lat = []
+    gpu_open: dict[tuple[int, str, int | None, int | None, str], float] = {}
+    gpu_intervals: dict[int, list[tuple[float, float]]] = {}
+    ooms = []
+    for r in records:
+        ev = r.event
+        if ev == "proof_submitted":
+            submitted[r.proof] = r.t
+        elif ev == "proof_completed":
+            finished[r.proof] = r.t
+            completed_lat.append(r.t - submitted.get(r.proof, r.t))
+        elif ev == "proof_failed":
+            finished[r.proof] = r.t
+            failures.append({"proof": r.proof, "reason": r.fields.get("reason", "")})
+        elif ev == "stage_start" and r.fields.get("on") == "gpu" and r.fields.get("stage") != "prestage":
+            gpu_open[(r.device, r.fields["stage"], r.proof, r.partition, r.worker or "")] = r.t
+        elif ev == "stage_end" and r.fields.get("on") == "gpu" and r.fields.get("stage") != "prestage":
+            key = (r.device, r.fields["stage"], r.proof, r.partition, r.worker or "")
+            t0 = gpu_open.pop(key, None)
+            if t0 is not None:
+                gpu_intervals.setdefault(r.device, []).append((t0, r.t))
+        elif ev == "oom":
+            ooms.append(
+                {
+                    "t": r.t,
+                    "worker": r.worker,
+                    "proof": r.proof,
+                    "partition": r.partition,
+                    **r.fields,
+                }
+            )
+    ndev = len(result.vram)
+    if submitted:
+        start = min(submitted.values())
+        end = max(finished.values()) if finished else result.end_time
+        makespan = max(0.0, end - start)
+    else:
+        makespan = 0.0
+    completed = len(completed_lat)
+    throughput = makespan / completed if completed else None
+    busy = [
+        (_union_length(gpu_intervals.get(d, [])) / makespan) if makespan > 0 else 0.0 for d in range(ndev)
+    ]
+    locks = {
+        name: {
+            "acquisitions": st.acquisitions,
+            "wait_s_total": st.wait_total,
+            "wait_s_mean": st.wait_total / st.acquisitions if st.acquisitions else 0.0,
+            "wait_s_max": st.wait_max,
+        }
+        for name, st in sorted(result.locks.items())
+    }
+    dl = result.deadlock
+    return RunSummary(
+        submitted=len(submitted),
+        completed=completed,
+        failed=len(failures),
+        makespan=makespan,
+        throughput=throughput,
+        latencies=completed_lat,
+        busy_frac=busy,
+        peak_vram=[led.peak for led in result.vram],
+        vram_capacity=[led.capacity for led in result.vram],
+        oom_events=ooms,
+        peak_host=result.host.peak,
+        host_capacity=result.host.capacity,
+        host_oom=any(o.get("kind") == "host RAM" for o in ooms),
+        locks=locks,
+        failures=failures,
+        deadlock=None if dl is None else {"at": dl.at, "waiting": dl.waiting},
+        leaks=list(result.leaks),
+        seed=result.seed,
+    )
+
+
+def aggregate(runs: list[RunSummary]) -> dict[str, Any]:
+    """Monte Carlo over seeds: means of rates, pooled latencies, maxima of peaks, and
+    the OOM risk as a proportion of runs with at least one OOM, with a 95% interval."""
+    n = len(runs)
+    thr = [r.throughput for r in runs if r.throughput is not None]
+    lat = [x for r in runs for x in r.latencies]
+    ndev = len(runs[0].peak_vram)
+    oom_runs = sum(1 for r in runs if r.any_oom)
+    lo, hi = wilson_interval(oom_runs, n)
+    return {
+        "throughput_s_per_proof": (sum(thr) / len(thr)) if thr else None,
+        "throughput_s_per_proof_min": min(thr) if thr else None,
+        "throughput_s_per_proof_max": max(thr) if thr else None,
+        "proofs": {
+            "submitted": sum(r.submitted for r in runs),
+            "completed": sum(r.completed for r in runs),
+            "failed": sum(r.failed for r in runs),
+        },
+        "latency_s": {
+            "p50": percentile(lat, 50),
+            "p95": percentile(lat, 95),
+            "mean": (sum(lat) / len(lat)) if lat else None,
+        },
+        "devices": [
+            {
+                "device": d,
+                "vram_bytes": runs[0].vram_capacity[d],
+                "busy_frac": sum(r.busy_frac[d] for r in runs) / n,
+                "peak_vram_bytes": max(r.peak_vram[d] for r in runs),
+                "oom_events": sum(1 for r in runs for o in r.oom_events if o.get("pool") == f"gpu{d}"),
+            }
+            for d in range(ndev)
+        ],
+        "host": {
+            "ram_bytes": runs[0].host_capacity,
+            "peak_rss_bytes": max(r.peak_host for r in runs),
+            "oom": any(r.host_oom for r in runs),
+        },
+        "oom_risk": {"p": oom_runs / n, "ci95": [lo, hi], "runs": n},
+    }

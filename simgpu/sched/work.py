@@ -1,0 +1,68 @@
+"""The units of work the daemon moves around: proofs, partitions, GPU workers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(eq=False)
+class Proof:
+    """One proof request (a sector's PoRep C2): `partitions` independent circuits."""
+
+    id: int
+    partitions: int
+    constraints: int
+    submitted_at: float = 0.0
+    finished_at: float | None = None
+    failed: bool = False
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"proof {self.id}"
+
+
+@dataclass(eq=False)
+class Partition:
+    """One Groth16 circuit of a proof, from synthesis to its 192-byte proof.
+
+    `outputs` holds what each stage returned (the real runtime's later stages read their
+    inputs there); `host` is the synthesis output held in host RAM until freed; `done`
+    is the event the partition's owner waits on: it succeeds with the partition proof
+    or fails with the reason.
+    """
+
+    proof: Proof
+    index: int
+    constraints: int
+    done: Any = None
+    host: Any = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"proof {self.proof.id} partition {self.index}"
+
+    def complete(self, result: Any = None) -> None:
+        """The partition's proof is ready."""
+        if not self.done.triggered:
+            self.done.succeed(result)
+
+    def fail(self, error: BaseException) -> None:
+        """The partition cannot complete; `error` says why."""
+        if not self.done.triggered:
+            self.done.fail(error)
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A GPU worker: a loop on one device that takes partitions from the GPU queue."""
+
+    device: int
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"gpu{self.device}.w{self.index}"

@@ -1,0 +1,73 @@
+"""Fluid sharing of host memory bandwidth, cores and GPUs (model.contention)."""
+
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from simgpu.model.contention import FluidShare
+
+
+def finish_times(jobs, capacity):
+    """jobs: (start, work, uses).  Returns each job's finish time."""
+    env = simpy.Environment()
+    share = FluidShare(env, capacity)
+    done = {}
+
+    def job(i, start, work, uses):
+        yield env.timeout(start)
+        yield share.submit(work, uses, f"job{i}")
+        done[i] = env.now
+
+    for i, (start, work, uses) in enumerate(jobs):
+        env.process(job(i, start, work, uses))
+    env.run()
+    return [done[i] for i in range(len(jobs))]
+
+
+def test_two_kernels_on_one_gpu_share_it_evenly():
+    gpu = (("gpu", 0), 1.0, 1.0)
+    assert finish_times([(0, 1.0, (gpu,)), (0, 1.0, (gpu,))], {("gpu", 0): 1.0}) == pytest.approx([2.0, 2.0])
+
+
+def test_a_job_joining_halfway_slows_only_the_overlap():
+    # job 0 runs alone for 0.5 s (half done), then both share: job 0's last 0.5 s of
+    # work takes 1.0 s -> ends at 1.5; job 1 did 0.5 by then, finishes its last 0.5 alone.
+    gpu = (("gpu", 0), 1.0, 1.0)
+    assert finish_times([(0, 1.0, (gpu,)), (0.5, 1.0, (gpu,))], {("gpu", 0): 1.0}) == pytest.approx(
+        [1.5, 2.0]
+    )
+
+
+def test_only_the_bound_fraction_stretches():
+    # 30% memory-bound, bandwidth oversubscribed 2x: 0.7 + 0.3 * 2 = 1.3
+    mem = ("membw", 100.0, 0.3)
+    t = finish_times([(0, 1.0, (mem,)), (0, 1.0, (mem,))], {"membw": 100.0})
+    assert t == pytest.approx([1.3, 1.3])
+
+
+def test_no_slowdown_below_capacity():
+    mem = ("membw", 40.0, 0.9)
+    assert finish_times([(0, 2.0, (mem,)), (0, 1.0, (mem,))], {"membw": 100.0}) == pytest.approx([2.0, 1.0])
+
+
+def test_seed_profile_reproduces_the_published_contention(tmp_path):
+    """The sheet: synthesis 35.5 s with 10 at once -> 46-49 s with 20; b_g2_msm 0.38 s
+    alone -> 0.48 s under 10 syntheses; prep 1.7 -> 1.9 s."""
+    from conftest import seed_profile
+
+    prof = seed_profile()
+    st = prof.resolve(prof.workload().constraints).stages
+    cap = {"membw": prof.hardware.membw_gbps, "cores": float(prof.hardware.cpu_cores)}
+
+    def uses(name):
+        return tuple((r, u.demand, u.bound) for r, u in st[name].phases[0].uses.items())
+
+    syn, t_syn = uses("synthesis"), st["synthesis"].seconds
+    ten = finish_times([(0, t_syn, syn)] * 10, cap)[0]
+    twenty = finish_times([(0, t_syn, syn)] * 20, cap)[0]
+    assert 46 / 35.5 <= twenty / ten <= 49 / 35.5
+    loaded = finish_times([(0, t_syn, syn)] * 10 + [(0, st["b_g2_msm"].seconds, uses("b_g2_msm"))], cap)[-1]
+    assert loaded == pytest.approx(0.48, rel=0.03)
+    loaded = finish_times([(0, t_syn, syn)] * 10 + [(0, st["prep"].seconds, uses("prep"))], cap)[-1]
+    assert loaded == pytest.approx(1.9, rel=0.03)
