@@ -1,0 +1,425 @@
+"""RealRuntime: the runtime protocol on threads, driving a real prover.
+
+Each scheduler generator runs on a thread of its own: the thread sends each result back
+into the generator, or throws the error in at the `yield`, exactly as SimRuntime does
+with SimPy events.  Stages call a `StageExecutor` (simgpu.real.executor: the Groth16
+prover on the CuPy or CPU backend); synthesis goes to worker processes there, so
+CPU-heavy Python never holds this process's GIL.
+
+A watchdog reports a deadlock (every live task parked on a lock, semaphore, queue,
+event or task, twice in a row, with nothing running) and stops the run; Ctrl-C stops it
+too: waiting tasks get `Cancelled`, running stages finish, and the report says what
+finished.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from simgpu.config import PipelineConfig, Workload
+from simgpu.errors import Deadlock, DesignError, OutOfMemory, SimgpuError
+from simgpu.events import Record
+from simgpu.real.primitives import (
+    Cancelled,
+    RealEvent,
+    RealLock,
+    RealQueue,
+    RealSemaphore,
+    Sleep,
+    Stop,
+    Waitable,
+)
+from simgpu.sched.daemon import Daemon
+from simgpu.sched.runtime import Proc
+from simgpu.sched.work import Partition
+
+WATCHDOG_PERIOD = 0.5  # seconds between deadlock checks
+
+
+class StageExecutor(Protocol):
+    """What RealRuntime needs from a prover."""
+
+    def stage_on(self, name: str) -> str:
+        """'cpu' or 'gpu'."""
+        ...
+
+    def run_stage(self, name: str, part: Partition, device: int | None, inputs: dict[str, Any]) -> Any: ...
+
+    def free(self, handle: Any) -> None: ...
+
+    def devices(self) -> int: ...
+
+    def vram_capacity(self, device: int) -> int: ...
+
+    def vram_resident(self, device: int) -> int: ...
+
+    def vram_used(self, device: int) -> int: ...
+
+    def vram_peak(self, device: int) -> int: ...
+
+    def vram_estimate(self, part: Partition, stages: tuple[str, ...]) -> int: ...
+
+    def partition_estimate(self, part: Partition) -> int: ...
+
+    def host_budget(self) -> int: ...
+
+    def host_capacity(self) -> int: ...
+
+    def host_rss(self) -> int: ...
+
+
+@dataclass
+class Gauge:
+    """A measured memory pool, with the attributes metrics/report read off a ledger."""
+
+    pool: str
+    capacity: int
+    resident: int
+    used: int = 0
+    peak: int = 0
+    history: list[tuple[float, int]] = field(default_factory=list)
+
+    def observe(self, t: float, used: int) -> None:
+        self.used = used
+        self.peak = max(self.peak, used)
+        if not self.history or self.history[-1][1] != used:
+            self.history.append((t, used))
+
+    @property
+    def live(self) -> int:
+        return self.used - self.resident
+
+    def allocations(self) -> list:
+        return []
+
+
+@dataclass
+class LockStats:
+    acquisitions: int = 0
+    wait_total: float = 0.0
+    wait_max: float = 0.0
+
+
+@dataclass
+class RealResult:
+    """Same shape as model.sim.RunResult, so metrics.summarize reads both."""
+
+    records: list[Record]
+    proofs: list[Any]
+    vram: list[Gauge]
+    host: Gauge
+    locks: dict[str, LockStats]
+    end_time: float
+    wall_seconds: float
+    deadlock: Deadlock | None = None
+    leaks: list[str] = field(default_factory=list)
+    seed: int = 0
+    interrupted: str | None = None
+
+
+class RealTask(Waitable):
+    """A generator running on its own thread; waiting on it joins it."""
+
+    def __init__(self, rt: RealRuntime, proc: Proc, name: str, ctx: dict[str, Any]) -> None:
+        self.rt, self.proc, self.name, self.ctx = rt, proc, name, ctx
+        self.what = f"task {name}"
+        self.waiting: Waitable | None = None
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.joined = False
+        self.thread = threading.Thread(target=self._drive, name=name, daemon=True)
+
+    def _drive(self) -> None:
+        self.rt._local.ctx = self.ctx
+        gen = self.proc
+        send: Any = None
+        exc: BaseException | None = None
+        try:
+            while True:
+                try:
+                    obj = gen.throw(exc) if exc is not None else gen.send(send)
+                except StopIteration as stop:
+                    self.value = stop.value
+                    return
+                if not isinstance(obj, Waitable):
+                    raise DesignError(f"task {self.name} yielded {obj!r}, which is not a runtime waitable")
+                self.waiting = obj
+                try:
+                    send, exc = obj.wait(), None
+                except BaseException as e:  # delivered into the generator at its yield
+                    send, exc = None, e
+                finally:
+                    self.waiting = None
+        except BaseException as e:
+            self.error = e
+            if not isinstance(e, SimgpuError):
+                self.rt._crashed(self, e)
+        finally:
+            self.done.set()
+
+    def wait(self) -> Any:
+        self.joined = True
+        while not self.done.wait(0.1):
+            self.rt.stop.check()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class _StageCall(Waitable):
+    blocking = False
+
+    def __init__(self, rt: RealRuntime, name: str, part: Partition, device: int | None, inputs: dict) -> None:
+        self.rt, self.name, self.part, self.device, self.inputs = rt, name, part, device, inputs
+        self.what = f"stage {name}"
+
+    def wait(self) -> Any:
+        return self.rt._run_stage(self.name, self.part, self.device, self.inputs)
+
+
+class RealRuntime:
+    """The runtime protocol on threads and a real prover.  Build one per run."""
+
+    def __init__(
+        self, executor: StageExecutor, config: PipelineConfig, workload: Workload, seed: int = 0
+    ) -> None:
+        self.executor = executor
+        self.config = config
+        self.workload = workload
+        self.seed = seed
+        self.stop = Stop()
+        self._local = threading.local()
+        self._t0 = time.perf_counter()
+        self.records: list[Record] = []
+        self._records_lock = threading.Lock()
+        self._locks: dict[tuple[str, int], RealLock] = {}
+        self._sems: dict[tuple[str, int | None], RealSemaphore] = {}
+        self._queues: dict[str, RealQueue] = {}
+        self._make = threading.Lock()
+        self.lock_stats: dict[str, LockStats] = defaultdict(LockStats)
+        self.tasks: list[RealTask] = []
+        self._crash: tuple[RealTask, BaseException] | None = None
+        self.vram = [
+            Gauge(f"gpu{d}", executor.vram_capacity(d), executor.vram_resident(d))
+            for d in range(config.devices)
+        ]
+        self.host = Gauge("host", executor.host_capacity(), executor.host_rss())
+        self._sample()
+
+    # ------------------------------------------------------------ protocol
+
+    def now(self) -> float:
+        return time.perf_counter() - self._t0
+
+    def _ctx(self) -> dict[str, Any]:
+        ctx = getattr(self._local, "ctx", None)
+        if ctx is None:
+            ctx = self._local.ctx = {}
+        return ctx
+
+    def spawn(self, proc: Proc, name: str, **context: Any) -> RealTask:
+        parent = self._ctx()
+        ctx = {k: v for k, v in parent.items() if k in ("device", "worker")}
+        ctx.update(context)
+        task = RealTask(self, proc, name, ctx)
+        self.tasks.append(task)
+        task.thread.start()
+        return task
+
+    def set_context(self, **context: Any) -> None:
+        self._ctx().update(context)
+
+    def lock(self, name: str, device: int) -> RealLock:
+        with self._make:
+            key = (name, device)
+            if key not in self._locks:
+                self._locks[key] = RealLock(
+                    f"gpu{device}/{name}", self.stop, self._lock_acquired, self._lock_released
+                )
+            return self._locks[key]
+
+    def _lock_acquired(self, name: str, waited: float) -> None:
+        st = self.lock_stats[name]
+        st.acquisitions += 1
+        st.wait_total += waited
+        st.wait_max = max(st.wait_max, waited)
+        self.record("lock_acquired", lock=name, waited=waited)
+
+    def _lock_released(self, name: str) -> None:
+        self.record("lock_released", lock=name)
+
+    def semaphore(self, name: str, capacity: int, device: int | None = None) -> RealSemaphore:
+        with self._make:
+            key = (name, device)
+            if key not in self._sems:
+                label = name if device is None else f"gpu{device}/{name}"
+                self._sems[key] = RealSemaphore(label, capacity, self.stop)
+            return self._sems[key]
+
+    def queue(self, name: str, capacity: int = 0) -> RealQueue:
+        with self._make:
+            if name not in self._queues:
+                self._queues[name] = RealQueue(name, capacity, self.stop)
+            return self._queues[name]
+
+    def event(self) -> RealEvent:
+        return RealEvent(self.stop)
+
+    def sleep(self, seconds: float) -> Sleep:
+        return Sleep(seconds, self.stop)
+
+    def stage(self, name: str, part: Partition, device: int | None, **inputs: Any) -> _StageCall:
+        if self.executor.stage_on(name) == "gpu" and device is None:
+            raise DesignError(f"stage {name} runs on a GPU: pass the worker's device")
+        return _StageCall(self, name, part, device, inputs)
+
+    def free(self, handle: Any) -> None:
+        if handle is not None:
+            self.executor.free(handle)
+            self._sample()
+
+    def vram_capacity(self, device: int) -> int:
+        return self.executor.vram_capacity(device) - self.executor.vram_resident(device)
+
+    def vram_free(self, device: int) -> int:
+        return self.executor.vram_capacity(device) - self.executor.vram_used(device)
+
+    def vram_estimate(self, part: Partition, *stages: str) -> int:
+        return self.executor.vram_estimate(part, stages)
+
+    def host_budget(self) -> int:
+        return self.executor.host_budget()
+
+    def partition_estimate(self, part: Partition) -> int:
+        return self.executor.partition_estimate(part)
+
+    def record(self, event: str, **fields: Any) -> None:
+        self._emit(event, self._ctx(), fields)
+
+    def _emit(self, event: str, ctx: dict[str, Any], fields: dict[str, Any]) -> None:
+        proof = fields.pop("proof", ctx.get("proof"))
+        partition = fields.pop("partition", ctx.get("partition"))
+        device = fields.pop("device", ctx.get("device"))
+        rec = Record(self.now(), event, proof, partition, device, ctx.get("worker"), fields)
+        with self._records_lock:
+            self.records.append(rec)
+
+    # ------------------------------------------------------------ stages
+
+    def _sample(self) -> None:
+        t = self.now()
+        for d, g in enumerate(self.vram):
+            g.observe(t, self.executor.vram_used(d))
+            g.peak = max(g.peak, self.executor.vram_peak(d))
+        self.host.observe(t, self.executor.host_rss())
+
+    def _run_stage(self, name: str, part: Partition, device: int | None, inputs: dict[str, Any]) -> Any:
+        self.stop.check()
+        ctx = dict(self._ctx(), proof=part.proof.id, partition=part.index)
+        on = self.executor.stage_on(name)
+        self._emit("stage_start", ctx, {"stage": name, "on": on, "device": device})
+        start = self.now()
+        try:
+            out = self.executor.run_stage(name, part, device, inputs)
+        except OutOfMemory as e:
+            # The backend knows the pool, bytes and buffer; we know where it happened.
+            err = type(e)(*e.args[:5], name, ctx.get("worker", ""), part.proof.id, part.index)
+            self._emit("oom", ctx, err.as_dict())
+            self._emit(
+                "stage_end",
+                ctx,
+                {"stage": name, "on": on, "device": device, "seconds": self.now() - start, "error": str(err)},
+            )
+            self._sample()
+            raise err from None
+        except BaseException as e:
+            self._emit(
+                "stage_end",
+                ctx,
+                {"stage": name, "on": on, "device": device, "seconds": self.now() - start, "error": str(e)},
+            )
+            raise
+        self._emit(
+            "stage_end", ctx, {"stage": name, "on": on, "device": device, "seconds": self.now() - start}
+        )
+        self._sample()
+        return out
+
+    # ------------------------------------------------------------ running
+
+    def _crashed(self, task: RealTask, error: BaseException) -> None:
+        if self._crash is None:
+            self._crash = (task, error)
+        self.stop.set(f"task {task.name} crashed: {type(error).__name__}: {error}")
+
+    def _deadlocked(self) -> dict[str, str] | None:
+        live = [t for t in self.tasks if not t.done.is_set()]
+        if not live:
+            return None
+        waits = {}
+        for t in live:
+            w = t.waiting
+            if w is None or not w.blocking:
+                return None
+            waits[t.name] = w.what
+        return waits
+
+    def run(self, design: Callable[..., Proc]) -> RealResult:
+        wall = time.perf_counter()
+        daemon = Daemon(self, self.config, self.workload, design)
+        main = self.spawn(daemon.run(), "daemon")
+        deadlock = None
+        interrupted = None
+        suspect: dict[str, str] | None = None
+        try:
+            while not main.done.wait(WATCHDOG_PERIOD):
+                waits = self._deadlocked()
+                if waits is not None and waits == suspect:
+                    deadlock = Deadlock(self.now(), waits)
+                    self.stop.set(str(deadlock))
+                    break
+                suspect = waits
+                if self._crash is not None:
+                    break
+        except KeyboardInterrupt:
+            interrupted = "interrupted by Ctrl-C"
+            self.stop.set(interrupted)
+        if self.stop.reason is not None:
+            # let every task see the stop and unwind; running stages finish first
+            for t in list(self.tasks):
+                try:
+                    t.thread.join()
+                except KeyboardInterrupt:
+                    pass
+        if self._crash is not None:
+            task, error = self._crash
+            raise DesignError(f"task {task.name} raised {type(error).__name__}: {error}") from error
+        self._sample()
+        proofs = main.value if main.done.is_set() and main.error is None else []
+        leaks = [
+            f"{g.pool}: {g.live} bytes still allocated at the end"
+            for g in self.vram
+            if g.live > 0 and deadlock is None and interrupted is None
+        ]
+        return RealResult(
+            records=list(self.records),
+            proofs=proofs or [],
+            vram=self.vram,
+            host=self.host,
+            locks=dict(self.lock_stats),
+            end_time=self.now(),
+            wall_seconds=time.perf_counter() - wall,
+            deadlock=deadlock,
+            leaks=leaks,
+            seed=self.seed,
+            interrupted=interrupted,
+        )
+
+
+__all__ = ["Cancelled", "RealRuntime", "RealResult", "StageExecutor"]
