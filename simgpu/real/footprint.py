@@ -1,0 +1,155 @@
+"""Device memory of the real kernels as functions of the problem size.
+
+These are the sizes the kernels' Python drivers allocate (simgpu.real.ntt,
+simgpu.real.msm), computed by the same plan functions the drivers use, so a VRAM
+footprint in a profile or the model is the real one.  The MSM allocates worst-case
+buffers up front (every digit non-zero, every bucket non-empty), so its footprint does
+not depend on the scalars.  tests/test_kernels_gpu.py checks both against the CuPy pool's
+peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FR_BYTES = 32
+AFFINE_BYTES = 96  # G1 affine, Montgomery form, 24 words
+XYZZ_BYTES = 192  # G1 XYZZ accumulator, 48 words
+U32 = 4
+
+#: Below this many elements the twiddle and coset tables use 1024-entry low tables only.
+SCALE_LO = 1024
+#: Threads the bucket accumulation aims for (several waves of the H200's ~50k resident
+#: threads at the kernel's register count), and the bucket-reduction's.
+ACC_THREADS = 1 << 18
+SEG_THREADS = 1 << 16
+#: Partial sums a thread adds when the segment sums of each window are reduced: few,
+#: since there are few windows and each round's chains are sequential.
+WINDOW_PIECE = 8
+
+
+def _log2(n: int) -> int:
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"size must be a power of two, got {n}")
+    return n.bit_length() - 1
+
+
+def ntt_table_entries(n: int) -> dict[str, int]:
+    """Fr elements in the tables the NTT family keeps on the device for size n."""
+    log_n = _log2(n)
+    hi = max(1, n // SCALE_LO)
+    return {
+        # w_N^i for i <= N/2 (inverse transforms read it mirrored)
+        "twiddles": n // 2 + 1 if log_n else 0,
+        # its two generator tables, alive while it is built
+        "twiddle_build": (SCALE_LO + (n // 2) // SCALE_LO + 1) if log_n else 0,
+        # coset shifts: g^i, n^-1 g^-i, n^-1 g^i (compute_h), each lo + hi
+        "coset": 3 * (SCALE_LO + hi),
+        # constants: R^2, 1, n^-1, Z^-1 on the coset
+        "constants": 4,
+    }
+
+
+def ntt_device_bytes(n: int, batch: int = 3) -> int:
+    """Bytes the NTT family allocates for size n beyond the data itself: the cached
+    twiddle, coset and constant tables, the generator tables alive while the twiddles
+    are built, and the pointer list of a batched launch (compute_h batches 3 vectors;
+    pass `batch` for k-vector batches)."""
+    e = ntt_table_entries(n)
+    return FR_BYTES * sum(e.values()) + 8 * batch
+
+
+@dataclass(frozen=True)
+class MsmPlan:
+    """Sizes of one G1 MSM of n points with c-bit signed windows."""
+
+    n: int
+    c: int
+    nwin: int  # windows: ceil(256 / c) (signed digits need one spare bit on top)
+    buckets: int  # per window: 2^(c-1)
+    piece: int  # T: entries a thread adds before writing a partial sum
+    seg: int  # buckets per thread in the bucket reduction
+    digits: int  # upper bound on non-zero digits: n * nwin
+    partials1: int  # bound on first-round partial sums
+    partials2: int  # bound on later rounds' partial sums
+
+    @property
+    def nb(self) -> int:
+        return self.nwin * self.buckets
+
+    @property
+    def segments(self) -> int:
+        return self.nb // self.seg
+
+
+def _pow2_floor(x: float) -> int:
+    return 1 << max(0, int(x).bit_length() - 1) if x >= 1 else 1
+
+
+#: From this size on the window is 16 bits (measured on the H200, 2026-11-30: at 2^20
+#: c = 16 beat 14, 15, 17, 18 by 15-40%; at 2^24 it was within 2% of the fastest, c = 20,
+#: with a quarter of its bucket memory, and 8% faster than c = 18).
+LARGE_N_WINDOW = (1 << 19, 16)
+
+
+def choose_window(n: int) -> int:
+    """The window c for n points.  From 2^19 points on, the measured choice (16); below,
+    the c minimising a cost model in Fp multiplications: n * nwin mixed additions (~10 M
+    each, plus ~4 M of sorting and gathering), and per bucket the merge of its partial
+    sums and two running-sum additions (~14 M each), ~3 additions in all."""
+    if n >= LARGE_N_WINDOW[0]:
+        return LARGE_N_WINDOW[1]
+    best, best_cost = 2, float("inf")
+    for c in range(2, 19):
+        nwin = -(-256 // c)
+        cost = n * nwin * 14 + nwin * (1 << (c - 1)) * 3 * 14
+        if cost < best_cost:
+            best, best_cost = c, cost
+    return best
+
+
+def msm_plan(n: int, window: int | None = None, piece: int | None = None, seg: int | None = None) -> MsmPlan:
+    if n < 1:
+        raise ValueError("an MSM needs at least one point")
+    c = window or choose_window(n)
+    if not 2 <= c <= 24:
+        raise ValueError(f"window must be in 2..24, got {c}")
+    nwin = -(-256 // c)
+    buckets = 1 << (c - 1)
+    nb = nwin * buckets
+    digits = n * nwin
+    t = piece or min(256, max(8, _pow2_floor(digits / ACC_THREADS)))
+    p1 = -(-digits // t) + min(nb, digits)
+    p2 = p1 // t + min(nb, digits)
+    seg = seg or min(buckets, 64, max(1, _pow2_floor(nb / SEG_THREADS)))
+    if seg > buckets or seg & (seg - 1):
+        raise ValueError(f"segment length must be a power of two <= {buckets}")
+    return MsmPlan(n, c, nwin, buckets, t, seg, digits, p1, p2)
+
+
+def msm_device_bytes(
+    n: int, window: int | None = None, *, piece: int | None = None, seg: int | None = None
+) -> dict[str, int]:
+    """Device bytes of msm_g1 over n points: the caller's bases (affine, Montgomery) and
+    scalars, the sorted digit entries with their bucket counts and offsets, the partial
+    bucket sums, and the bucket-reduction temporaries.  (piece and seg override the
+    plan's, as msm.msm_windows_on's do, for tests.)"""
+    p = msm_plan(n, window, piece, seg)
+    nb = p.nb
+    segs = p.segments
+    seg_reduce = segs // WINDOW_PIECE + p.nwin
+    out = {
+        "bases": AFFINE_BYTES * n,
+        "scalars": FR_BYTES * n,
+        # sorted entries; counts, offsets and the scatter cursor; overflow flag
+        "digits": U32 * p.digits + U32 * (3 * nb + 1) + U32,
+        # partial sums: first round, later rounds
+        "buckets": XYZZ_BYTES * (p.partials1 + p.partials2),
+        # piece offsets (two rounds live) and two per-bucket temporaries while computing
+        # them; segment sums and their reduction; window offsets
+        "temporaries": U32 * (2 * (nb + 1) + 2 * nb)
+        + XYZZ_BYTES * (segs + seg_reduce)
+        + U32 * (p.nwin + 1) * 2,
+    }
+    out["total"] = sum(out.values())
+    return out

@@ -1,0 +1,468 @@
+"""G1 multi-scalar multiplication on the GPU (Pippenger, kernels/msm.cu), and the CPU
+reference through arkworks.
+
+Device layout of bases: cupy uint32 (n, 24), affine x then y in Montgomery form, the
+point at infinity all zeros (`bases_to_device` converts from the standard-form limbs of
+simgpu.real.encoding).  Scalars: cupy uint32 (n, 8), standard form, < r.
+
+    bases_to_device(limbs, out=None) -> device bases
+    msm_g1(bases_dev, scalars_dev, window=None) -> G1Point
+    g1_sum(bases_dev, index_dev=None) -> G1Point
+    fixed_base_mul_g1(base, scalars_dev) -> np.ndarray (n, 24), standard-form affine
+    msm_ref(bases_limbs, scalars_limbs) -> G1Point
+
+The algorithm is described in kernels/msm.cu.  Every buffer is sized by
+simgpu.real.footprint.msm_plan and allocated before the first kernel runs, so
+footprint.msm_device_bytes is the MSM's device memory whatever the scalars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+from py_arkworks_bls12381 import G1Point, Scalar
+
+from simgpu.real import gpu
+from simgpu.real.bls12_381 import FP, G1_B, P_MOD, R_ORDER
+from simgpu.real.encoding import (
+    g1_from_limbs,
+    g1_from_xy,
+    g1_to_limbs,
+    ints_to_limbs,
+    limbs_to_ints,
+    scalar_of,
+)
+from simgpu.real.footprint import WINDOW_PIECE, MsmPlan, msm_plan
+
+XYZZ_WORDS = 48
+#: Fixed-base multiplication: 8-bit windows (32 of them), points per thread.
+FB_WINDOW_BITS = 8
+FB_CHUNK = 32
+
+
+class MsmBackend(Protocol):
+    """What the driver needs from a device: u32 arrays and the msm.cu kernels."""
+
+    xp: Any
+
+    def alloc(self, shape: Any, zero: bool = False) -> Any: ...
+    def upload(self, limbs: np.ndarray) -> Any: ...
+    def to_host(self, a: Any) -> np.ndarray: ...
+    def digits(self, scalars, n, c, nwin, counts, sorted_, overflow, scatter) -> None: ...
+    def accumulate(self, bases, sorted_, bucket_off, rank, nb, t, nthreads, out) -> None: ...
+    def ranges(self, bucket_off, rank, nb, t, start, end) -> None: ...
+    def reduce(self, src, start, end, piece_off, nb, t, npieces, out) -> None: ...
+    def bucket_sums(self, sums, start, end, b, seg, nseg, total, out) -> None: ...
+    def fixed_base(self, scalars, n, table, chunk, nthreads, out, tmp) -> None: ...
+    def fp_mul_const(self, x, count, cst) -> None: ...
+
+
+# --------------------------------------------------------------------------- host side
+
+
+def xyzz_to_point(row: np.ndarray) -> G1Point:
+    """A G1Point from one XYZZ row (48 words, Montgomery form).  x = X/ZZ and y = Y/ZZZ
+    are ratios, which Montgomery form leaves unchanged; g1_from_xy checks the result is
+    on the curve and in the subgroup."""
+    X, Y, ZZ, ZZZ = limbs_to_ints(np.asarray(row, dtype=np.uint32).reshape(4, 12))
+    if ZZ % P_MOD == 0:  # lazily reduced Fp: 0 may be stored as p
+        return G1Point.identity()
+    x = X * pow(ZZ, -1, P_MOD) % P_MOD
+    y = Y * pow(ZZZ, -1, P_MOD) % P_MOD
+    return g1_from_xy(x, y)
+
+
+def _affine_rows(rows: np.ndarray) -> list[tuple[int, int] | None]:
+    """Affine (x, y) of XYZZ rows, None for infinity, with one field inversion for all
+    rows (Montgomery's trick): the host tail of an MSM stays well under a millisecond."""
+    vals = [limbs_to_ints(np.asarray(r, dtype=np.uint32).reshape(4, 12)) for r in rows]
+    dens = [zz * zzz % P_MOD for _, _, zz, zzz in vals]
+    prefix, acc = [], 1
+    for d in dens:
+        prefix.append(acc)
+        if d:
+            acc = acc * d % P_MOD
+    inv = pow(acc, -1, P_MOD)
+    out: list[tuple[int, int] | None] = [None] * len(vals)
+    for i in range(len(vals) - 1, -1, -1):
+        x, y, zz, zzz = vals[i]
+        if not dens[i]:
+            continue
+        inv_i = inv * prefix[i] % P_MOD  # 1 / (ZZ ZZZ)
+        inv = inv * dens[i] % P_MOD
+        out[i] = (x * inv_i * zzz % P_MOD, y * inv_i * zz % P_MOD)
+    return out
+
+
+def combine_windows(rows: np.ndarray, c: int) -> G1Point:
+    """sum_k 2^(c k) W_k over the window sums (one arkworks multiexp of nwin terms).
+    Each W_k is checked to be on the curve, the result to be in the subgroup."""
+    points, scalars = [], []
+    for k, xy in enumerate(_affine_rows(rows)):
+        if xy is None:
+            continue
+        x, y = xy
+        if (y * y - x * x * x - G1_B) % P_MOD:
+            raise ArithmeticError(f"MSM window {k} is not on the curve")
+        raw = x.to_bytes(48, "little") + y.to_bytes(48, "little")
+        points.append(G1Point.from_xy_bytes_unchecked_le(raw))
+        scalars.append(scalar_of(pow(2, c * k, R_ORDER)))
+    if not points:
+        return G1Point.identity()
+    out = G1Point.multiexp_unchecked(points, scalars)
+    if not out.is_in_subgroup():
+        raise ArithmeticError("MSM result is not in the G1 subgroup")
+    return out
+
+
+def msm_ref(bases_limbs: np.ndarray, scalars_limbs: np.ndarray) -> G1Point:
+    """Reference: arkworks' multiexp over standard-form limbs (bases (n, 24), scalars
+    (n, 8))."""
+    bases = g1_from_limbs(np.asarray(bases_limbs))
+    scalars = [scalar_of(v) for v in limbs_to_ints(np.asarray(scalars_limbs))]
+    if not bases:
+        return G1Point.identity()
+    return G1Point.multiexp_unchecked(bases, scalars)
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def _pieces(xp: Any, start: Any, end: Any, ngroups: int, t: int, out_off: Any, tmp: Any) -> int:
+    """out_off <- prefix sums of ceil((end - start) / t) over the groups; returns the
+    total (one device-to-host read).  In place, no temporaries."""
+    cnt = tmp[:ngroups]
+    xp.subtract(end[:ngroups], start[:ngroups], out=cnt)
+    cnt += xp.uint32(t - 1)
+    xp.floor_divide(cnt, xp.uint32(t), out=cnt)
+    out_off[0] = 0
+    xp.cumsum(cnt, dtype=xp.uint32, out=out_off[1 : ngroups + 1])
+    return int(out_off[ngroups])
+
+
+def _reduce_rounds(
+    be: MsmBackend, src: Any, dst: Any, start: Any, end: Any, off_a: Any, off_b: Any,
+    tmp: Any, ngroups: int, t: int, longest: int,
+) -> tuple[Any, Any, Any]:  # fmt: skip
+    """Add each group's partial sums (src[start[g]:end[g]]) in rounds until one is left
+    per non-empty group; returns (buffer, start, end) locating them.  `longest` bounds
+    the partial sums of any group.  src/dst and off_a/off_b alternate."""
+    offs = [off_a, off_b]
+    r = 0
+    while longest > 1:
+        out_off = offs[r % 2]
+        npieces = _pieces(be.xp, start, end, ngroups, t, out_off, tmp)
+        be.reduce(src, start, end, out_off, ngroups, t, npieces, dst)
+        src, dst = dst, src
+        start, end = out_off[:ngroups], out_off[1 : ngroups + 1]
+        longest = -(-longest // t)
+        r += 1
+    return src, start, end
+
+
+def _msm_windows(be: MsmBackend, bases: Any, scalars: Any, n: int, plan: MsmPlan) -> np.ndarray:
+    """The nwin window sums (XYZZ rows, Montgomery form) of the MSM."""
+    xp = be.xp
+    nb, t, nwin = plan.nb, plan.piece, plan.nwin
+    u32 = xp.uint32
+    # Every buffer up front, at its worst-case size (see footprint.msm_device_bytes).
+    sorted_ = be.alloc(plan.digits)
+    counts = be.alloc(nb, zero=True)
+    bucket_off = be.alloc(nb + 1, zero=True)
+    cursor = be.alloc(nb)
+    overflow = be.alloc(1, zero=True)
+    part1 = be.alloc((plan.partials1, XYZZ_WORDS))
+    part2 = be.alloc((plan.partials2, XYZZ_WORDS))
+    off_a = be.alloc(nb + 1)
+    off_b = be.alloc(nb + 1)
+    tmp = be.alloc(nb)
+    tmp2 = be.alloc(nb)
+    segs = be.alloc((plan.segments, XYZZ_WORDS))
+    segs2 = be.alloc((plan.segments // WINDOW_PIECE + nwin, XYZZ_WORDS))
+    woff = be.alloc(nwin + 1)
+
+    mark = getattr(be, "mark", None) or (lambda label: None)
+    mark("start")
+    # 1-3: digits, counts, counting sort by (window, bucket)
+    be.digits(scalars, n, plan.c, nwin, counts, sorted_, overflow, False)
+    xp.cumsum(counts, dtype=u32, out=bucket_off[1:])
+    cursor[...] = bucket_off[:nb]
+    be.digits(scalars, n, plan.c, nwin, cursor, sorted_, overflow, True)
+    if int(overflow[0]):
+        raise ValueError("MSM scalars must be < 2^255 (reduce them mod r)")
+    total = int(bucket_off[nb])
+    mark("sort")
+    if total == 0:  # every scalar is zero
+        return np.zeros((nwin, XYZZ_WORDS), dtype=np.uint32)
+
+    # 4: chunks of t entries per thread; rank[b] = non-empty buckets before b
+    rank = cursor
+    xp.minimum(counts, xp.uint32(1), out=tmp)
+    rank[0] = 0
+    xp.cumsum(tmp[: nb - 1], dtype=u32, out=rank[1:])
+    be.accumulate(bases, sorted_, bucket_off, rank, nb, t, -(-total // t), part1)
+    start, end = tmp, tmp2
+    be.ranges(bucket_off, rank, nb, t, start, end)
+    xp.subtract(end, start, out=counts)
+    longest = int(counts.max())
+    mark("accumulate")
+
+    # 5: rounds until one sum per bucket
+    sums, s_start, s_end = _reduce_rounds(be, part1, part2, start, end, off_a, off_b, counts, nb, t, longest)
+
+    mark("merge")
+    # 6: window sums by running sums over segments of plan.seg buckets, then per window
+    # the sum of its segments
+    nseg = plan.buckets // plan.seg
+    be.bucket_sums(sums, s_start, s_end, plan.buckets, plan.seg, nseg, plan.segments, segs)
+    mark("bucket_sums")
+    woff[...] = be.upload(np.arange(nwin + 1, dtype=np.uint32) * np.uint32(nseg))
+    # The segment sums of a window are few, long sequential chains: measured on the H200,
+    # a round's time is set by one thread's chain (~50 us per addition at this
+    # occupancy), so small pieces and more rounds (log_8) beat big pieces (T = 256).
+    wsum, _, _ = _reduce_rounds(
+        be, segs, segs2, woff[:nwin], woff[1:], off_a, off_b, counts, nwin, WINDOW_PIECE, nseg
+    )
+    # every window has nseg > 0 entries, so window w's sum ends up in row w
+    rows = be.to_host(wsum[:nwin])
+    mark("windows")
+    return rows
+
+
+def msm_windows_on(be: MsmBackend, bases: Any, scalars: Any, window: int | None = None,
+                   piece: int | None = None, seg: int | None = None,
+                   ) -> tuple[np.ndarray, MsmPlan]:  # fmt: skip
+    """The window sums of an MSM on a backend (GPU or the host harness), and its plan
+    (piece and seg override the plan's, for tests)."""
+    n = int(scalars.shape[0])
+    plan = msm_plan(max(n, 1), window, piece, seg)
+    if plan.digits >= 1 << 32 or n >= 1 << 31:  # positions and point indices are 32-bit
+        raise ValueError(f"{n} points x {plan.nwin} windows is too many for one MSM: split it")
+    if n == 0:
+        return np.zeros((plan.nwin, XYZZ_WORDS), dtype=np.uint32), plan
+    return _msm_windows(be, bases, scalars, n, plan), plan
+
+
+def g1_sum_on(be: MsmBackend, bases: Any, index: Any | None, n: int, t: int = 64) -> np.ndarray:
+    """sum of bases[index] (all n when index is None) as one XYZZ row: the accumulate
+    and reduce kernels with a single bucket."""
+    xp = be.xp
+    if n == 0:
+        return np.zeros(XYZZ_WORDS, dtype=np.uint32)
+    entries = be.alloc(n)
+    if index is None:
+        entries[...] = xp.arange(n, dtype=xp.uint32)
+    else:
+        entries[...] = index.reshape(-1).astype(xp.uint32)
+    bucket_off = be.upload(np.array([0, n], dtype=np.uint32))
+    rank = be.alloc(1, zero=True)
+    nthreads = -(-n // t)
+    part1 = be.alloc((nthreads, XYZZ_WORDS))
+    part2 = be.alloc((-(-nthreads // t), XYZZ_WORDS))
+    start, end = be.alloc(1), be.alloc(1)
+    off_a, off_b, tmp = be.alloc(2), be.alloc(2), be.alloc(1)
+    be.accumulate(bases, entries, bucket_off, rank, 1, t, nthreads, part1)
+    be.ranges(bucket_off, rank, 1, t, start, end)
+    sums, s_start, _ = _reduce_rounds(be, part1, part2, start, end, off_a, off_b, tmp, 1, t, nthreads)
+    return be.to_host(sums[int(s_start[0])])
+
+
+_fb_tables: dict[bytes, np.ndarray] = {}
+
+
+def fixed_base_table(base: G1Point) -> np.ndarray:
+    """Standard-form affine limbs (32*256, 24) of d * 2^(8k) * base, row 256 k + d."""
+    key = base.to_compressed_bytes()
+    if key not in _fb_tables:
+        pts: list[G1Point] = []
+        pk = base
+        for _ in range(32):
+            row = [G1Point.identity()]
+            for _ in range(255):
+                row.append(row[-1] + pk)
+            pts.extend(row)
+            pk = pk * Scalar(256)
+        _fb_tables[key] = g1_to_limbs(pts)
+    return _fb_tables[key]
+
+
+def fixed_base_on(be: MsmBackend, base: G1Point, scalars: Any, n: int) -> np.ndarray:
+    if n == 0:
+        return np.zeros((0, 24), dtype=np.uint32)
+    table = be.upload(fixed_base_table(base))
+    be.fp_mul_const(table, table.size // 12, be.upload(ints_to_limbs([FP.R2], 12)))
+    out = be.alloc((n, 24))
+    tmp = be.alloc((n, 36))
+    nthreads = -(-n // FB_CHUNK)
+    be.fixed_base(scalars, n, table, FB_CHUNK, nthreads, out, tmp)
+    return be.to_host(out)
+
+
+# --------------------------------------------------------------------------- CuPy backend
+
+
+class _CupyBackend:
+    THREADS = 128
+
+    def __init__(self) -> None:
+        self.cp = gpu.get_cupy()
+        self.xp = self.cp
+        #: when a list, mark() appends (label, cuda event): the benchmark's phase times
+        self.events: list[tuple[str, Any]] | None = None
+        parts = {
+            1: ("msm_count", "msm_scatter", "msm_accumulate", "msm_ranges", "fp_mul_const"),
+            2: ("msm_reduce",),
+            3: ("msm_bucket_sums",),
+            4: ("g1_fixed_base_mul",),
+        }
+        self.k = {}
+        for part, names in parts.items():
+            mod = gpu.load_module("msm.cu", (f"MSM_PART={part}",))
+            self.k.update({name: mod.get_function(name) for name in names})
+
+    def mark(self, label: str) -> None:
+        if self.events is not None:
+            ev = self.cp.cuda.Event()
+            ev.record()
+            self.events.append((label, ev))
+
+    def alloc(self, shape: Any, zero: bool = False) -> Any:
+        make = self.cp.zeros if zero else self.cp.empty
+        return make(shape, dtype=self.cp.uint32)
+
+    def upload(self, limbs: np.ndarray) -> Any:
+        return self.cp.asarray(np.ascontiguousarray(limbs, dtype=np.uint32))
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return self.cp.asnumpy(a)
+
+    def digits(self, scalars, n, c, nwin, counts, sorted_, overflow, scatter):
+        u = np.uint32
+        # one thread per scalar, rounded up to whole warps (the warp-aggregated atomics
+        # need all 32 lanes)
+        if scatter:
+            args = (scalars, u(n), u(c), u(nwin), counts, sorted_, overflow)
+            gpu.launch(self.k["msm_scatter"], n, 256, args)
+        else:
+            gpu.launch(self.k["msm_count"], n, 256, (scalars, u(n), u(c), u(nwin), counts, overflow))
+
+    def accumulate(self, bases, sorted_, bucket_off, rank, nb, t, nthreads, out):
+        u = np.uint32
+        args = (bases, sorted_, bucket_off, rank, u(nb), u(t), u(nthreads), out)
+        gpu.launch(self.k["msm_accumulate"], nthreads, self.THREADS, args)
+
+    def ranges(self, bucket_off, rank, nb, t, start, end):
+        u = np.uint32
+        gpu.launch(self.k["msm_ranges"], nb, 256, (bucket_off, rank, u(nb), u(t), start, end))
+
+    def reduce(self, src, start, end, piece_off, nb, t, npieces, out):
+        u = np.uint32
+        args = (src, start, end, piece_off, u(nb), u(t), u(npieces), out)
+        gpu.launch(self.k["msm_reduce"], npieces, self.THREADS, args)
+
+    def bucket_sums(self, sums, start, end, b, seg, nseg, total, out):
+        u = np.uint32
+        args = (sums, start, end, u(b), u(seg), u(nseg), u(total), out)
+        gpu.launch(self.k["msm_bucket_sums"], total, self.THREADS, args)
+
+    def fixed_base(self, scalars, n, table, chunk, nthreads, out, tmp):
+        u = np.uint32
+        args = (scalars, u(n), table, u(chunk), u(nthreads), out, tmp)
+        gpu.launch(self.k["g1_fixed_base_mul"], nthreads, self.THREADS, args)
+
+    def fp_mul_const(self, x, count, cst):
+        gpu.launch(self.k["fp_mul_const"], count, 256, (x, np.uint64(count), cst))
+
+
+_backends: dict[int, _CupyBackend] = {}
+
+
+def _backend() -> _CupyBackend:
+    cp = gpu.get_cupy()
+    dev = cp.cuda.Device().id
+    if dev not in _backends:
+        _backends[dev] = _CupyBackend()
+    return _backends[dev]
+
+
+def _check_rows(a: Any, words: int, what: str) -> int:
+    cp = gpu.get_cupy()
+    if not isinstance(a, cp.ndarray) or a.dtype != cp.uint32 or not a.flags.c_contiguous:
+        raise TypeError(f"{what}: expected a C-contiguous cupy uint32 array")
+    if a.ndim != 2 or a.shape[1] != words:
+        raise ValueError(f"{what}: expected shape (n, {words}), got {a.shape}")
+    return int(a.shape[0])
+
+
+@gpu.oom_guarded
+def bases_to_device(limbs: np.ndarray, out: Any | None = None) -> Any:
+    """Upload standard-form affine limbs (n, 24) and convert them to Montgomery form.
+    `out` (a cupy (m, 24) uint32 array, m >= n) is filled in place and returned."""
+    cp = gpu.get_cupy()
+    be = _backend()
+    limbs = np.ascontiguousarray(limbs, dtype=np.uint32)
+    if limbs.ndim != 2 or limbs.shape[1] != 24:
+        raise ValueError(f"bases: expected shape (n, 24), got {limbs.shape}")
+    n = limbs.shape[0]
+    if out is None:
+        out = cp.empty((n, 24), dtype=cp.uint32)
+    elif _check_rows(out, 24, "out") < n:
+        raise ValueError(f"out has {out.shape[0]} rows, need {n}")
+    dst = out[:n]
+    dst.set(limbs)
+    be.fp_mul_const(dst, 2 * n, _r2_fp(be))
+    return out
+
+
+_r2_cache: dict[int, Any] = {}
+
+
+def _r2_fp(be: _CupyBackend) -> Any:
+    dev = be.cp.cuda.Device().id
+    if dev not in _r2_cache:
+        _r2_cache[dev] = be.upload(ints_to_limbs([FP.R2], 12))
+    return _r2_cache[dev]
+
+
+@gpu.oom_guarded
+def msm_g1(bases_dev: Any, scalars_dev: Any, window: int | None = None) -> G1Point:
+    """sum_i scalars[i] * bases[i] over the n rows of scalars_dev (bases_dev may have
+    more rows: a reused batch buffer).  Window c by footprint.choose_window(n) unless
+    given."""
+    n = _check_rows(scalars_dev, 8, "scalars")
+    if _check_rows(bases_dev, 24, "bases") < n:
+        raise ValueError("fewer bases than scalars")
+    rows, plan = msm_windows_on(_backend(), bases_dev, scalars_dev, window)
+    return combine_windows(rows, plan.c)
+
+
+@gpu.oom_guarded
+def g1_sum(bases_dev: Any, index_dev: Any | None = None) -> G1Point:
+    """Sum of all bases, or of bases[index_dev] (a cupy integer array): the MSM of
+    scalars equal to 1, without digits."""
+    n = _check_rows(bases_dev, 24, "bases") if index_dev is None else int(index_dev.size)
+    return xyzz_to_point(g1_sum_on(_backend(), bases_dev, index_dev, n))
+
+
+@gpu.oom_guarded
+def fixed_base_mul_g1(base: G1Point, scalars_dev: Any) -> np.ndarray:
+    """[s_i * base] as standard-form affine limbs (n, 24) (infinity = zeros), for the
+    trusted setup: 32 table additions per scalar, one inversion per 32 points."""
+    n = _check_rows(scalars_dev, 8, "scalars")
+    return fixed_base_on(_backend(), base, scalars_dev, n)
+
+
+def msm_multiplies(n: int, window: int | None = None) -> int:
+    """Fp multiplications the bucket method cannot avoid for n points: n * ceil(255/c)
+    mixed additions of 10, plus the running sums over the buckets (2 full additions of
+    14 per bucket)."""
+    plan = msm_plan(n, window)
+    return n * -(-255 // plan.c) * 10 + plan.nb * 2 * 14
+
+
+def random_bases_limbs(scalars: Sequence[int]) -> np.ndarray:
+    """Standard-form affine limbs of k_i * G1 generator (CPU, arkworks): test data."""
+    g = G1Point()
+    return g1_to_limbs([g * scalar_of(k) for k in scalars]).copy()
