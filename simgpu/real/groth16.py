@@ -1,0 +1,528 @@
+"""The Groth16 prover over BLS12-381, in the stages of DESIGN.md, and its verifier.
+
+Each stage is a plain function, so a runtime can call and time them one by one (the
+real runtime runs `synthesize` in a worker process and the GPU stages under its locks):
+
+    synthesis  synthesize(spec, partition_seed) -> Synthesized          CPU, worker process
+    prep       prep(synth, pk) -> Prepared                              CPU
+    prestage   prestage(prepared, backend) -> DeviceBuffers             device
+    kernels    kernels(prepared, pk, backend, buffers) -> KernelOutput  device
+    b_g2_msm   b_g2_msm(prepared, pk, threads) -> G2Point               CPU thread pool
+    epilogue   epilogue(prepared, pk, kernel_out, b_g2, rng) -> Proof   CPU
+
+`prove` chains them and `verify` checks a proof with one multi-pairing.
+
+The proof, for the assignment z = (1, x, w) with r, s random:
+
+    A = alpha + sum_i z_i [u_i(tau)]_1 + r delta
+    B = beta  + sum_i z_i [v_i(tau)]_2 + s delta                (and B1 likewise in G1)
+    C = sum_aux z_i L_i + sum_j h_j H_j + s A + r B1 - r s delta
+
+kernels computes h (the quotient (a*b - c)/Z, by 3 iNTT + 3 coset NTT + pointwise +
+1 coset iNTT) and the four G1 sums H, L, A, B1; b_g2_msm the G2 sum of the B query;
+epilogue the rest.  As in supraseal, prep splits the scalars of the L, A and B MSMs by
+value: zeros are skipped, ones are batch-added (no scalar multiplication), only the
+remaining "tail" goes through Pippenger.  The key's bases stream to the device in batches
+of `backend.stream_batch` rows (or stay resident); per batch: the ones are summed through
+an index, the tails' bases are gathered on the device next to their scalars.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import secrets
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+from py_arkworks_bls12381 import GT, G1Point, G2Point, Scalar
+
+from simgpu.errors import DesignError, UserError
+from simgpu.real.backend import Backend, DeviceBuffer, DeviceBuffers
+from simgpu.real.bls12_381 import R_ORDER
+from simgpu.real.circuits import CircuitSpec
+from simgpu.real.encoding import FR_BYTES, FR_WORDS, G1_WORDS, G2_BYTES, limbs_to_ints, random_fr, scalar_of
+from simgpu.real.keys import ProvingKey, VerifyingKey
+from simgpu.real.synthesis import Synthesized, synthesize
+
+PROOF_BYTES = 192
+_ONE = Scalar(1)
+
+
+# --- prep ------------------------------------------------------------------------------
+
+
+@dataclass
+class QuerySplit:
+    """The scalars of one MSM query split by value, positions relative to the query."""
+
+    name: str
+    length: int
+    ones: np.ndarray  # int64, ascending: scalar == 1 (batch addition)
+    tails: np.ndarray  # int64, ascending: scalar not in {0, 1} (Pippenger)
+    tail_scalars: np.ndarray  # uint32 (len(tails), 8), standard form
+
+    @classmethod
+    def of(cls, name: str, scalars: np.ndarray) -> QuerySplit:
+        scalars = np.asarray(scalars, dtype=np.uint32)
+        high_zero = ~scalars[:, 1:].any(axis=1)
+        zero = high_zero & (scalars[:, 0] == 0)
+        one = high_zero & (scalars[:, 0] == 1)
+        tails = np.flatnonzero(~(zero | one))
+        return cls(name, len(scalars), np.flatnonzero(one), tails, scalars[tails])
+
+    @property
+    def zeros(self) -> int:
+        return self.length - len(self.ones) - len(self.tails)
+
+    def batch(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ones, tails) positions inside rows [start, stop), relative to start, as int32,
+        and the tails' scalars."""
+        o0, o1 = np.searchsorted(self.ones, [start, stop])
+        t0, t1 = np.searchsorted(self.tails, [start, stop])
+        return (
+            (self.ones[o0:o1] - start).astype(np.int32),
+            (self.tails[t0:t1] - start).astype(np.int32),
+            self.tail_scalars[t0:t1],
+        )
+
+    def batch_maxima(self, batch: int) -> tuple[int, int]:
+        """The largest number of ones and of tails in any batch of `batch` rows."""
+        edges = np.arange(0, self.length + batch, batch)
+        m1 = np.diff(np.searchsorted(self.ones, edges)).max(initial=0)
+        m2 = np.diff(np.searchsorted(self.tails, edges)).max(initial=0)
+        return int(m1), int(m2)
+
+    def nbytes(self) -> int:
+        return int(self.ones.nbytes + self.tails.nbytes + self.tail_scalars.nbytes)
+
+
+@dataclass
+class Prepared:
+    """A partition ready for the device: the a, b, c vectors (until prestage uploads them)
+    and the split scalars of the L, A and B queries (B serves both B1 and B2)."""
+
+    spec: CircuitSpec
+    partition_seed: int
+    public_inputs: list[int]
+    domain_size: int
+    a: np.ndarray | None
+    b: np.ndarray | None
+    c: np.ndarray | None
+    split_l: QuerySplit
+    split_a: QuerySplit
+    split_b: QuerySplit
+    aux_bytes: int = 0
+
+    def split(self, query: str) -> QuerySplit:
+        """The split of a G1 query: l, a, or b1 (the B query's split)."""
+        return {"l": self.split_l, "a": self.split_a, "b1": self.split_b, "b": self.split_b}[query]
+
+    def release_host_abc(self) -> None:
+        """Drop the host a, b, c (prestage does, once they are on the device)."""
+        self.a = self.b = self.c = None
+
+    @property
+    def b_density(self) -> float:
+        """Share of the variables in the B query."""
+        return self.split_b.length / (len(self.public_inputs) + 1 + self.split_l.length)
+
+    def host_bytes(self) -> dict[str, int]:
+        abc = sum(int(x.nbytes) for x in (self.a, self.b, self.c) if x is not None)
+        prep = self.split_l.nbytes() + self.split_a.nbytes() + self.split_b.nbytes()
+        return {"abc": abc, "prep": prep}
+
+
+def prep(synth: Synthesized, pk: ProvingKey) -> Prepared:
+    """The `prep` stage: split the L, A, B scalars into zeros, ones and tails (CPU).
+
+    The Prepared takes over synth's a, b, c arrays (no copy): drop `synth` afterwards so
+    prestage's release frees them."""
+    if synth.spec != pk.spec:
+        raise UserError(f"witness of [{synth.spec.label()}] but key of [{pk.spec.label()}]")
+    z = synth.assignment_limbs()
+    if len(z) != pk.num_inputs + pk.num_aux:
+        raise UserError("assignment length does not match the proving key")
+    return Prepared(
+        spec=synth.spec,
+        partition_seed=synth.partition_seed,
+        public_inputs=list(synth.public_inputs),
+        domain_size=synth.domain_size,
+        a=synth.a,
+        b=synth.b,
+        c=synth.c,
+        split_l=QuerySplit.of("l", synth.aux),
+        split_a=QuerySplit.of("a", z[np.asarray(pk.a_index, dtype=np.int64)]),
+        split_b=QuerySplit.of("b", z[np.asarray(pk.b_index, dtype=np.int64)]),
+        aux_bytes=int(synth.aux.nbytes),
+    )
+
+
+# --- prestage --------------------------------------------------------------------------
+
+
+def prestage(prepared: Prepared, backend: Backend) -> DeviceBuffers:
+    """The `prestage` stage: allocate d_a (N, 8) and d_bc (2, N, 8) and upload a, b, c.
+
+    On success the host a, b, c are released (the handle owns the device copies);
+    on VramExhausted nothing stays allocated and the host vectors are kept."""
+    if prepared.a is None:
+        raise DesignError("prestage: a, b, c already released (prestaged twice?)")
+    n = prepared.domain_size
+    d_a = backend.upload("d_a", prepared.a)
+    try:
+        d_bc = backend.alloc("d_bc", (2, n, FR_WORDS))
+        backend.write(d_bc, prepared.b[None], 0)
+        backend.write(d_bc, prepared.c[None], 1)
+    except BaseException:
+        backend.free(d_a)
+        raise
+    prepared.release_host_abc()
+    return DeviceBuffers(backend, {"d_a": d_a, "d_bc": d_bc})
+
+
+# --- kernels ---------------------------------------------------------------------------
+
+
+def preload(pk: ProvingKey, backend: Backend) -> int:
+    """Make the key's G1 bases ready once, at worker start, so that no kernels stage pays
+    for it: on the device if the backend keeps them resident (returns the device bytes
+    held), else their host copy that batches stream from (pinned memory on the GPU)."""
+    queries = ("h", "l", "a", "b1")
+    if not backend.resident_bases:
+        for q in queries:
+            backend.host_bases(pk, q)
+        return 0
+    return sum(backend.resident(pk, q).nbytes for q in queries)
+
+
+@dataclass
+class KernelOutput:
+    """The four G1 sums of the kernels stage."""
+
+    h: G1Point
+    l: G1Point  # noqa: E741
+    a: G1Point
+    b1: G1Point
+
+
+def _stream_msm(
+    backend: Backend,
+    pk: ProvingKey,
+    query: str,
+    split: QuerySplit | None,
+    dense_scalars: object = None,
+) -> G1Point:
+    """sum_i s_i P_i over query `query`'s bases, batch by batch.
+
+    split None: dense scalars already on the device (H: h's coefficients in d_a).
+    Otherwise per batch: g1_sum of the ones (by index), then the tails' bases gathered on
+    the device and their scalars uploaded for one Pippenger MSM.  Every transient buffer
+    is freed before returning, also on error."""
+    length = pk.query_length(query)
+    batch = max(1, min(backend.stream_batch, length))
+    tag = f"{query}_msm"
+    acc = G1Point.identity()
+    staging: DeviceBuffer | None = None
+    if backend.resident_bases:
+        source = backend.resident(pk, query).array
+    else:
+        host = backend.host_bases(pk, query)
+        staging = backend.alloc(f"{tag}_bases_batch", (batch, G1_WORDS))
+    try:
+        for start in range(0, length, batch):
+            stop = min(start + batch, length)
+            if staging is None:
+                bases = source[start:stop]
+            else:
+                backend.write_bases(staging, host[start:stop], 0)
+                bases = staging.array[: stop - start]
+            if split is None:
+                acc = acc + backend.msm(bases, dense_scalars[start:stop], tag)
+                continue
+            ones, tails, tail_scalars = split.batch(start, stop)
+            if len(ones):
+                idx = backend.upload(f"{tag}_index", ones)
+                try:
+                    acc = acc + backend.g1_sum(bases, idx.array, tag)
+                finally:
+                    backend.free(idx)
+            if len(tails):
+                idx = backend.upload(f"{tag}_index", tails)
+                try:
+                    gathered = backend.gather(f"{tag}_tail_bases", bases, idx.array)
+                finally:
+                    backend.free(idx)
+                try:
+                    sc = backend.upload(f"{tag}_scalars", tail_scalars)
+                    try:
+                        acc = acc + backend.msm(gathered.array, sc.array, tag)
+                    finally:
+                        backend.free(sc)
+                finally:
+                    backend.free(gathered)
+    finally:
+        if staging is not None:
+            backend.free(staging)
+    return acc
+
+
+class _PhaseClock:
+    """Seconds per phase of the kernels stage, when asked for (synchronising the device)."""
+
+    def __init__(self, backend: Backend, out: dict[str, float] | None) -> None:
+        self.backend, self.out = backend, out
+        self.t = time.perf_counter() if out is not None else 0.0
+
+    def lap(self, name: str) -> None:
+        if self.out is None:
+            return
+        self.backend.synchronize()
+        now = time.perf_counter()
+        self.out[name] = now - self.t
+        self.t = now
+
+
+def kernels(
+    prepared: Prepared,
+    pk: ProvingKey,
+    backend: Backend,
+    buffers: DeviceBuffers | None = None,
+    *,
+    timings: dict[str, float] | None = None,
+) -> KernelOutput:
+    """The `kernels` stage: h by the NTTs, then the G1 MSMs H, L, A, B1.
+
+    buffers None: allocate and upload a, b, c here (the non-prestaged path) and free them
+    before returning.  Given: free d_bc as soon as h is in d_a and leave d_a to the
+    handle's owner.  timings: if given, filled with the seconds of each phase (upload,
+    ntt, h_msm, l_msm, a_msm, b1_msm), the device synchronised at each boundary."""
+    own = buffers is None
+    clock = _PhaseClock(backend, timings)
+    if own:
+        buffers = prestage(prepared, backend)
+        clock.lap("upload")
+    try:
+        d_a = buffers.array("d_a")
+        d_bc = buffers.array("d_bc")
+        backend.compute_h(d_a, d_bc[0], d_bc[1])
+        del d_bc  # a view would keep the block alive on the GPU
+        buffers.release("d_bc")
+        clock.lap("ntt")
+        n = prepared.domain_size
+        sums = {"h": _stream_msm(backend, pk, "h", None, d_a[: n - 1])}
+        clock.lap("h_msm")
+        for q in ("l", "a", "b1"):
+            sums[q] = _stream_msm(backend, pk, q, prepared.split(q))
+            clock.lap(f"{q}_msm")
+        out = KernelOutput(h=sums["h"], l=sums["l"], a=sums["a"], b1=sums["b1"])
+    except BaseException as e:
+        # The finished frames below (views of device buffers in their locals) would keep
+        # device memory alive for as long as the caller holds the exception.
+        traceback.clear_frames(e.__traceback__)
+        raise
+    finally:
+        if own:
+            buffers.free()
+    return out
+
+
+# --- b_g2_msm --------------------------------------------------------------------------
+
+
+def _g2_points(raw: np.ndarray) -> list[G2Point]:
+    data = np.ascontiguousarray(raw).tobytes()
+    make = G2Point.from_xy_bytes_unchecked_le
+    return [make(data[i : i + G2_BYTES]) for i in range(0, len(data), G2_BYTES)]
+
+
+def _g2_chunk(pk: ProvingKey, positions: np.ndarray, scalars: np.ndarray | None) -> G2Point:
+    """One worker's share: MSM of its tails, or (scalars None) the sum of its ones, which
+    arkworks does as additions into one bucket, without holding the GIL."""
+    if not len(positions):
+        return G2Point.identity()
+    points = _g2_points(pk.b_g2[positions])
+    if scalars is None:
+        sc = [_ONE] * len(points)
+    else:
+        raw = np.ascontiguousarray(scalars, dtype="<u4").tobytes()
+        sc = [Scalar.from_le_bytes(raw[i : i + FR_BYTES]) for i in range(0, len(raw), FR_BYTES)]
+    return G2Point.multiexp_unchecked(points, sc)
+
+
+def b_g2_msm(prepared: Prepared, pk: ProvingKey, threads: int = 1) -> G2Point:
+    """The `b_g2_msm` stage: sum_i z_i [v_i(tau)]_2 over the B query on the CPU, zeros
+    skipped, cut into `threads` chunks of tails and of ones over a pool of that size
+    (arkworks releases the GIL inside its MSM)."""
+    threads = max(1, int(threads))
+    split = prepared.split_b
+    jobs = [
+        (pos, sc)
+        for pos, sc in zip(
+            np.array_split(split.tails, threads),
+            np.array_split(split.tail_scalars, threads),
+            strict=True,
+        )
+    ] + [(pos, None) for pos in np.array_split(split.ones, threads)]
+    if threads == 1:
+        parts = [_g2_chunk(pk, pos, sc) for pos, sc in jobs]
+    else:
+        with ThreadPoolExecutor(threads, thread_name_prefix="b_g2_msm") as ex:
+            parts = list(ex.map(lambda job: _g2_chunk(pk, *job), jobs))
+    return functools.reduce(operator.add, parts, G2Point.identity())
+
+
+# --- epilogue, proofs ------------------------------------------------------------------
+
+
+@dataclass
+class Proof:
+    """A Groth16 proof (A in G1, B in G2, C in G1)."""
+
+    a: G1Point
+    b: G2Point
+    c: G1Point
+
+    def to_bytes(self) -> bytes:
+        """192 bytes: A (48) | B (96) | C (48), each compressed (zcash/arkworks flags)."""
+        return self.a.to_compressed_bytes() + self.b.to_compressed_bytes() + self.c.to_compressed_bytes()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Proof:
+        """Parse 192 bytes; UserError unless each point is on its curve and in its subgroup."""
+        if len(raw) != PROOF_BYTES:
+            raise UserError(f"a Groth16 proof is {PROOF_BYTES} bytes, got {len(raw)}")
+        try:
+            return cls(
+                G1Point.from_compressed_bytes(bytes(raw[:48])),
+                G2Point.from_compressed_bytes(bytes(raw[48:144])),
+                G1Point.from_compressed_bytes(bytes(raw[144:])),
+            )
+        except Exception as e:  # arkworks raises its own error types for bad encodings
+            raise UserError(f"invalid proof encoding: {e}") from None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Proof) and (self.a, self.b, self.c) == (other.a, other.b, other.c)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass
+class PartitionedProof:
+    """The proof of P independent partitions (as in PoRep): P proofs, P * 192 bytes."""
+
+    proofs: list[Proof] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.proofs)
+
+    def to_bytes(self) -> bytes:
+        return b"".join(p.to_bytes() for p in self.proofs)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> PartitionedProof:
+        if len(raw) % PROOF_BYTES:
+            raise UserError(f"partitioned proof length {len(raw)} is not a multiple of 192")
+        return cls([Proof.from_bytes(raw[i : i + PROOF_BYTES]) for i in range(0, len(raw), PROOF_BYTES)])
+
+
+def _randomness(rng: np.random.Generator | tuple[int, int] | None) -> tuple[int, int]:
+    if rng is None:
+        return secrets.randbelow(R_ORDER), secrets.randbelow(R_ORDER)
+    if isinstance(rng, tuple):
+        r, s = rng
+        return int(r) % R_ORDER, int(s) % R_ORDER
+    r, s = limbs_to_ints(random_fr(2, rng))
+    return r, s
+
+
+def epilogue(
+    prepared: Prepared,
+    pk: ProvingKey,
+    kernel_out: KernelOutput,
+    b_g2: G2Point,
+    rng: np.random.Generator | tuple[int, int] | None = None,
+) -> Proof:
+    """The `epilogue` stage: blind with r, s (from rng, or given as (r, s)) and assemble
+    A, B, C (CPU, a handful of scalar multiplications)."""
+    r, s = _randomness(rng)
+    r_s, s_s = scalar_of(r), scalar_of(s)
+    a = pk.alpha_g1 + kernel_out.a + pk.delta_g1 * r_s
+    b = pk.beta_g2 + b_g2 + pk.delta_g2 * s_s
+    b1 = pk.beta_g1 + kernel_out.b1 + pk.delta_g1 * s_s
+    c = kernel_out.h + kernel_out.l + a * s_s + b1 * r_s - pk.delta_g1 * scalar_of(r * s % R_ORDER)
+    return Proof(a, b, c)
+
+
+def prove(
+    pk: ProvingKey,
+    synth: Synthesized,
+    backend: Backend | None = None,
+    *,
+    threads: int = 1,
+    rng: np.random.Generator | tuple[int, int] | None = None,
+) -> Proof:
+    """All stages after synthesis, in order (prestaged path; buffers freed at the end)."""
+    if backend is None:
+        from simgpu.real.cpu_backend import CpuBackend
+
+        backend = CpuBackend()
+    prepared = prep(synth, pk)
+    with prestage(prepared, backend) as buffers:
+        out = kernels(prepared, pk, backend, buffers)
+    b2 = b_g2_msm(prepared, pk, threads)
+    return epilogue(prepared, pk, out, b2, rng)
+
+
+def prove_partitions(
+    pk: ProvingKey,
+    partition_seeds: list[int],
+    backend: Backend | None = None,
+    *,
+    threads: int = 1,
+    rng: np.random.Generator | tuple[int, int] | None = None,
+) -> tuple[PartitionedProof, list[list[int]]]:
+    """Prove P partitions of pk's circuit one after the other (synthesis in-process):
+    the proof and each partition's public inputs."""
+    proofs, inputs = [], []
+    for seed in partition_seeds:
+        synth = synthesize(pk.spec, seed)
+        inputs.append(list(synth.public_inputs))
+        proofs.append(prove(pk, synth, backend, threads=threads, rng=rng))
+    return PartitionedProof(proofs), inputs
+
+
+# --- verification ----------------------------------------------------------------------
+
+
+def verify(vk: VerifyingKey, public_inputs: list[int], proof: Proof) -> bool:
+    """e(A, B) == e(alpha, beta) * e(IC(x), gamma) * e(C, delta), as one pairing check
+    e(A, B) e(-alpha, beta) e(-IC(x), gamma) e(-C, delta) == 1.
+
+    IC(x) = ic_0 + sum_i x_i ic_i.  False for a wrong number of inputs or an input not
+    reduced mod r."""
+    if len(public_inputs) + 1 != vk.num_inputs:
+        return False
+    if any(not 0 <= int(x) < R_ORDER for x in public_inputs):
+        return False
+    acc = vk.ic[0]
+    for x, point in zip(public_inputs, vk.ic[1:], strict=True):
+        acc = acc + point * scalar_of(int(x))
+    return bool(
+        GT.pairing_check(
+            [proof.a, -vk.alpha_g1, -acc, -proof.c],
+            [proof.b, vk.beta_g2, vk.gamma_g2, vk.delta_g2],
+        )
+    )
+
+
+def verify_partitions(
+    vk: VerifyingKey, public_inputs: list[list[int]], proof: PartitionedProof
+) -> bool:
+    """Every partition's proof verifies against its own public inputs."""
+    if len(public_inputs) != len(proof):
+        return False
+    return all(verify(vk, x, p) for x, p in zip(public_inputs, proof.proofs, strict=True))

@@ -1,0 +1,358 @@
+"""The prover's memory plan: which named buffers each stage holds, allocates and frees.
+
+This is the simulator's view of `simgpu.real.groth16` (the Profile's footprints come
+from it) and it must say what the code does: on the CPU backend a test checks that the
+ledger's peak during `kernels` equals `stage_peak(plan, "kernels")` to the byte; on the
+GPU a test checks it within 5% of CuPy's pool peak.  Kernel-internal scratch (NTT,
+MSM temporaries) comes from `simgpu.real.footprint`, the kernels' own account; the CPU
+backend books those same sizes, so both backends follow one plan.
+
+`prover_plan(shape, stream_batch=..., resident_bases=..., prestaged=...)` returns::
+
+    {"buffers": {name: bytes, ...},
+     "resident": {"vram": [names], "host": [names]},
+     "stages": {
+        "synthesis": {"host_out": ["host_abc", "host_aux"]},
+        "prep":      {"host_out": ["host_prep"]},
+        "prestage":  {"vram_out": ["d_a", "d_bc"], "host_release": ["host_abc"]},
+        "kernels":   {"vram_in": ["d_a", "d_bc"], "vram_out": ["d_a"], "host_release": [],
+                      "phases": [{"name": "ntt", "alloc": [], "transient": ["ntt_scratch"],
+                                  "release": ["d_bc"]},
+                                 {"name": "h_msm", "alloc": [], "transient": ["h_msm"],
+                                  "release": []},
+                                 ... l_msm, a_msm, b1_msm]},
+        "b_g2_msm":  {"host_in": ["host_prep"]},
+        "epilogue":  {"host_release": ["host_aux", "host_prep"]}},
+     "detail": {phase: {buffer: bytes at the phase's peak}}}
+
+Resident device buffers: the NTT tables of the domain size (cached by the kernels after
+the first compute_h: the twiddles of the largest domain seen and this size's coset and
+constant tables; the first call also holds `ntt_twiddle_build` while building the
+twiddles, listed as the ntt phase's `transient_first_call`), and with resident_bases the
+key's G1 bases (srs_h, srs_l, srs_a, srs_b1).
+
+Semantics: a stage starts holding its `vram_in` (plus the resident buffers); each phase
+allocates `alloc` (kept), peaks at everything live plus its `transient` (freed by the end
+of the phase), then frees `release`.  `vram_out` is what the stage leaves to its caller
+(kernels leaves d_a: the design frees the prestage handle).  Without prestage
+(`prestaged=False`) kernels has no `vram_in`, an "upload" phase allocates d_a and d_bc,
+the stage releases host_abc (after that upload), and the last phase releases d_a.
+`stage_peak(plan, stage)` walks these rules.
+
+A `*_msm` buffer is the peak transient of that MSM phase.  Per batch of `C` rows the
+stage holds the streamed bases (C x 96 B, unless resident), then for the ones an int32
+index (4 B each), and for the tails an index, the gathered bases (96 B) and the scalars
+(32 B), then Pippenger's temporaries.  The phase peak is over the batch with the most
+ones and the batch with the most tails.  g1_sum's own scratch (an index copy and partial
+sums, about 11 B per point) is not in the kernels' account (`footprint` has no
+`g1_sum_device_bytes` yet; it is used as soon as it has): it never sets a phase's peak,
+the tails' MSM does.
+
+The counts come from a `ProverShape`: exact from a `Prepared` partition, or the expected
+values for a `CircuitSpec` of any size (`ProverShape.estimate`, no circuit built).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from simgpu.real.circuits import CircuitSpec, expected_a_density, layout_of
+
+if TYPE_CHECKING:
+    from simgpu.real.groth16 import Prepared, QuerySplit
+
+FR_BYTES = 32
+G1_AFFINE_BYTES = 96
+G2_AFFINE_BYTES = 192
+INDEX_BYTES = 4  # int32 positions inside a batch
+HOST_POSITION_BYTES = 8  # int64 positions kept by prep
+
+MSM_PHASES = ("h", "l", "a", "b1")
+
+
+# --- the kernels' own account (simgpu.real.footprint) ----------------------------------
+
+
+def _kernel_footprint():
+    # Imported lazily: owned by the kernels, pure Python, importable without CuPy.
+    from simgpu.real import footprint
+
+    return footprint
+
+
+def _ntt_parts(n: int) -> tuple[int, int, int, int]:
+    """(twiddles, per-size tables, build, scratch) bytes of compute_h for a domain of n.
+
+    The NTT keeps on the device the twiddle table of the largest domain it has seen and,
+    per domain size, its coset-shift and constant tables; building the twiddles holds two
+    generator tables for a moment; each call allocates a small scratch (a pointer list)."""
+    fp = _kernel_footprint()
+    e = fp.ntt_table_entries(n)
+    twiddles = FR_BYTES * e["twiddles"]
+    per_size = FR_BYTES * (sum(e.values()) - e["twiddles"] - e["twiddle_build"])
+    build = FR_BYTES * e["twiddle_build"]
+    scratch = int(fp.ntt_device_bytes(n)) - twiddles - per_size - build
+    return twiddles, per_size, build, scratch
+
+
+def ntt_twiddle_bytes(n: int) -> int:
+    """The cached twiddle table for domains up to n (one table, the largest seen)."""
+    return _ntt_parts(n)[0]
+
+
+def ntt_size_table_bytes(n: int) -> int:
+    """The coset and constant tables cached for domain size n."""
+    return _ntt_parts(n)[1]
+
+
+def ntt_table_bytes(n: int) -> int:
+    """Device bytes the NTT keeps cached for a prover of one domain size n."""
+    tw, per_size, _, _ = _ntt_parts(n)
+    return tw + per_size
+
+
+def ntt_build_bytes(n: int) -> int:
+    """Transient bytes of building the twiddles, the first time a domain this large runs."""
+    return _ntt_parts(n)[2]
+
+
+def ntt_transient_bytes(n: int) -> int:
+    """Device scratch one compute_h allocates for a domain of n, beyond a, b, c and the
+    cached tables."""
+    return _ntt_parts(n)[3]
+
+
+def msm_transient_bytes(k: int) -> int:
+    """Device bytes `msm_g1` allocates for k points beyond its bases and scalars."""
+    if k <= 0:
+        return 0
+    d = _kernel_footprint().msm_device_bytes(k)
+    return int(d["digits"] + d["buckets"] + d["temporaries"])
+
+
+def g1_sum_transient_bytes(k: int) -> int:
+    """Device bytes `g1_sum` allocates for k indexed points (0 if the kernels' footprint
+    does not account for any)."""
+    fn = getattr(_kernel_footprint(), "g1_sum_device_bytes", None)
+    return int(fn(k)) if fn is not None and k > 0 else 0
+
+
+# --- the shape of one partition --------------------------------------------------------
+
+
+@dataclass
+class ProverShape:
+    """What the memory plan depends on: domain, witness sizes, the query lengths and how
+    many of each query's scalars are ones and tails.  `from_prepared` is exact (it keeps
+    the positions, so per-batch maxima are exact); `estimate` is the expectation for a
+    spec, from its layout alone (no circuit is built, so any size works)."""
+
+    domain_size: int
+    num_inputs: int
+    num_aux: int
+    lengths: dict[str, int]
+    ones: dict[str, int]
+    tails: dict[str, int]
+    splits: dict[str, QuerySplit] | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_prepared(cls, prepared: Prepared) -> ProverShape:
+        splits = {"l": prepared.split_l, "a": prepared.split_a, "b1": prepared.split_b}
+        n = prepared.domain_size
+        lengths = {"h": n - 1, **{q: s.length for q, s in splits.items()}}
+        return cls(
+            domain_size=n,
+            num_inputs=len(prepared.public_inputs) + 1,
+            num_aux=prepared.split_l.length,
+            lengths=lengths,
+            ones={q: len(s.ones) for q, s in splits.items()},
+            tails={q: len(s.tails) for q, s in splits.items()},
+            splits=splits,
+        )
+
+    @classmethod
+    def estimate(cls, spec: CircuitSpec) -> ProverShape:
+        lay = layout_of(spec)
+        n = spec.domain_size
+        and_rows = lay.derived_bits // 2
+        xor_rows = lay.derived_bits - and_rows
+        # Expected ones: a BIT is 1 with probability 1/2, an AND 1/4, an XOR 1/2.
+        bit_ones = lay.base_bits / 2 + and_rows / 4 + xor_rows / 2
+        a_len = round(expected_a_density(spec) * lay.num_vars)
+        b_len = 1 + lay.base_bits + lay.b_field_vars
+        field_aux = lay.free_vars + lay.field_rows
+        return cls(
+            domain_size=n,
+            num_inputs=lay.num_inputs,
+            num_aux=lay.num_aux,
+            lengths={"h": n - 1, "l": lay.num_aux, "a": a_len, "b1": b_len},
+            ones={
+                "l": round(bit_ones),
+                "a": 1 + round(lay.base_bits / 2),
+                "b1": 1 + round(lay.base_bits / 2),
+            },
+            tails={
+                "l": field_aux,
+                "a": max(0, a_len - lay.num_inputs - lay.base_bits) + lay.public_inputs,
+                "b1": lay.b_field_vars,
+            },
+        )
+
+    def batch_maxima(self, query: str, batch: int) -> tuple[int, int]:
+        """Most ones and most tails in one batch of `batch` rows of `query`."""
+        if self.splits is not None:
+            return self.splits[query].batch_maxima(batch)
+        length = max(1, self.lengths[query])
+        rows = min(batch, length)
+        return (
+            min(self.ones[query], -(-rows * self.ones[query] // length)),
+            min(self.tails[query], -(-rows * self.tails[query] // length)),
+        )
+
+
+# --- the plan ----------------------------------------------------------------------------
+
+
+def _msm_phase(
+    shape: ProverShape, query: str, stream_batch: int, resident: bool
+) -> tuple[int, dict[str, int]]:
+    """Peak transient bytes of one MSM phase and the buffers live at that peak."""
+    length = shape.lengths[query]
+    batch = max(1, min(stream_batch, length))
+    tag = f"{query}_msm"
+    staging = {} if resident else {f"{tag}_bases_batch": batch * G1_AFFINE_BYTES}
+    if query == "h":
+        # Dense: scalars are h's coefficients, read in place from d_a.
+        at_peak = {**staging, f"{tag}_temporaries": msm_transient_bytes(batch)}
+        return sum(at_peak.values()), at_peak
+    ones, tails = shape.batch_maxima(query, batch)
+    candidates = [
+        {f"{tag}_index": ones * INDEX_BYTES, f"{tag}_temporaries": g1_sum_transient_bytes(ones)},
+        # gather: index and gathered bases both live
+        {f"{tag}_index": tails * INDEX_BYTES, f"{tag}_tail_bases": tails * G1_AFFINE_BYTES},
+        # Pippenger: gathered bases, scalars and the MSM's temporaries
+        {
+            f"{tag}_tail_bases": tails * G1_AFFINE_BYTES,
+            f"{tag}_scalars": tails * FR_BYTES,
+            f"{tag}_temporaries": msm_transient_bytes(tails),
+        },
+    ]
+    best = max(candidates, key=lambda c: sum(c.values()))
+    at_peak = {**staging, **best}
+    return sum(at_peak.values()), at_peak
+
+
+def prover_plan(
+    shape: ProverShape,
+    *,
+    stream_batch: int,
+    resident_bases: bool = False,
+    prestaged: bool = True,
+) -> dict:
+    """The memory plan of one partition (see the module docstring for its shape)."""
+    n = shape.domain_size
+    buffers: dict[str, int] = {
+        "d_a": n * FR_BYTES,
+        "d_bc": 2 * n * FR_BYTES,
+        "host_abc": 3 * n * FR_BYTES,
+        "host_aux": shape.num_aux * FR_BYTES,
+        "host_prep": sum(
+            shape.ones[q] * HOST_POSITION_BYTES + shape.tails[q] * (HOST_POSITION_BYTES + FR_BYTES)
+            for q in ("l", "a", "b1")
+        ),
+        "ntt_scratch": ntt_transient_bytes(n),
+        "ntt_tables": ntt_table_bytes(n),
+        "ntt_twiddle_build": ntt_build_bytes(n),
+    }
+    detail: dict[str, dict[str, int]] = {"ntt": {"ntt_scratch": buffers["ntt_scratch"]}}
+    for q in MSM_PHASES:
+        peak, at_peak = _msm_phase(shape, q, stream_batch, resident_bases)
+        buffers[f"{q}_msm"] = peak
+        detail[f"{q}_msm"] = at_peak
+    # The NTT tables of this domain size stay cached on the device after the first
+    # compute_h (the plan is the steady state; a first call also builds them, transiently
+    # holding ntt_twiddle_build).
+    resident_vram: list[str] = ["ntt_tables"]
+    resident_host: list[str] = []
+    srs_bytes = sum(shape.lengths[q] * G1_AFFINE_BYTES for q in MSM_PHASES)
+    if resident_bases:
+        for q in MSM_PHASES:
+            buffers[f"srs_{q}"] = shape.lengths[q] * G1_AFFINE_BYTES
+            resident_vram.append(f"srs_{q}")
+    else:
+        # The key's G1 bases in (pinned) host memory, which the batches stream from.
+        buffers["host_srs"] = srs_bytes
+        resident_host.append("host_srs")
+    buffers["host_srs_g2"] = shape.lengths["b1"] * G2_AFFINE_BYTES
+    resident_host.append("host_srs_g2")
+
+    msm_phases = [
+        {"name": f"{q}_msm", "alloc": [], "transient": [f"{q}_msm"], "release": []}
+        for q in MSM_PHASES
+    ]
+    ntt_phase = {
+        "name": "ntt",
+        "alloc": [],
+        "transient": ["ntt_scratch"],
+        "transient_first_call": ["ntt_scratch", "ntt_twiddle_build"],
+        "release": ["d_bc"],
+    }
+    if prestaged:
+        kernels = {
+            "vram_in": ["d_a", "d_bc"],
+            "vram_out": ["d_a"],
+            "host_release": [],
+            "phases": [ntt_phase, *msm_phases],
+        }
+    else:
+        msm_phases[-1]["release"] = ["d_a"]
+        kernels = {
+            "vram_in": [],
+            "vram_out": [],
+            "host_release": ["host_abc"],
+            "phases": [
+                {"name": "upload", "alloc": ["d_a", "d_bc"], "transient": [], "release": []},
+                ntt_phase,
+                *msm_phases,
+            ],
+        }
+    stages = {
+        "synthesis": {"host_out": ["host_abc", "host_aux"]},
+        "prep": {"host_out": ["host_prep"]},
+        "prestage": {"vram_out": ["d_a", "d_bc"], "host_release": ["host_abc"]},
+        "kernels": kernels,
+        "b_g2_msm": {"host_in": ["host_prep"]},
+        "epilogue": {"host_release": ["host_aux", "host_prep"]},
+    }
+    return {
+        "buffers": buffers,
+        "resident": {"vram": resident_vram, "host": resident_host},
+        "stages": stages,
+        "detail": detail,
+    }
+
+
+def stage_peak(plan: dict, stage: str) -> int:
+    """Peak device bytes during `stage`, resident buffers included."""
+    b = plan["buffers"]
+    st = plan["stages"][stage]
+    live = sum(b[x] for x in plan["resident"]["vram"]) + sum(b[x] for x in st.get("vram_in", []))
+    peak = live
+    if stage == "prestage":
+        return live + sum(b[x] for x in st["vram_out"])
+    for ph in st.get("phases", []):
+        live += sum(b[x] for x in ph.get("alloc", []))
+        peak = max(peak, live + sum(b[x] for x in ph.get("transient", [])))
+        live -= sum(b[x] for x in ph.get("release", []))
+    return peak
+
+
+def plan_for_backend(shape: ProverShape, backend: object, *, prestaged: bool = True) -> dict:
+    """prover_plan with a backend's stream_batch and resident_bases."""
+    return prover_plan(
+        shape,
+        stream_batch=int(backend.stream_batch),  # type: ignore[attr-defined]
+        resident_bases=bool(backend.resident_bases),  # type: ignore[attr-defined]
+        prestaged=prestaged,
+    )

@@ -1,0 +1,221 @@
+"""Witness synthesis: the assignment of one partition and its a, b, c evaluation vectors.
+
+`synthesize(spec, partition_seed)` is the prover's `synthesis` stage.  It is a module-level
+function of picklable arguments returning a picklable `Synthesized`, so a runtime runs it
+in a worker process (`ProcessPoolExecutor.submit(synthesize, spec, seed)`): the field
+arithmetic below is CPU-heavy Python by design (as witness generation is CPU-heavy in
+real provers) and must not hold the GIL of the process that drives the GPU.
+
+Output layout (what prestage uploads): a, b, c are numpy uint32 (N, 8) arrays of Fr
+elements in standard form, N the NTT domain, row j holding <A_j, z>, <B_j, z>, <C_j, z>
+and rows past the last constraint zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simgpu.real.bls12_381 import R_ORDER
+from simgpu.real.circuits import AND, BIT, LIN, MUL, XOR, CircuitSpec, SparseMatrix, r1cs_of
+from simgpu.real.encoding import FR_WORDS, ints_to_limbs, limbs_to_ints, random_fr
+
+#: Witness values below this are "small": their linear combinations are summed in int64.
+SMALL = 1 << 20
+
+_R_LIMBS = np.array([(R_ORDER >> (32 * i)) & 0xFFFFFFFF for i in range(FR_WORDS)], np.int64)
+
+
+@dataclass
+class Synthesized:
+    """One partition's witness and evaluation vectors, on the host.
+
+    public_inputs: the l public inputs (ONE excluded), Python ints in Fr.
+    aux: the auxiliary (private) assignment, uint32 (num_aux, 8) standard form.
+    a, b, c: uint32 (N, 8) standard form, zero-padded to the domain.
+    """
+
+    spec: CircuitSpec
+    partition_seed: int
+    public_inputs: list[int]
+    aux: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+
+    @property
+    def domain_size(self) -> int:
+        return self.a.shape[0]
+
+    def input_assignment(self) -> list[int]:
+        """ONE followed by the public inputs (bellman's input assignment)."""
+        return [1, *self.public_inputs]
+
+    def assignment_limbs(self) -> np.ndarray:
+        """The full assignment z = (ONE, inputs, aux) as uint32 (num_vars, 8)."""
+        return np.concatenate([ints_to_limbs(self.input_assignment()), self.aux])
+
+    def host_bytes(self) -> dict[str, int]:
+        """Host memory held by this result: the a, b, c vectors and the aux witness."""
+        return {"abc": self.a.nbytes + self.b.nbytes + self.c.nbytes, "aux": self.aux.nbytes}
+
+
+def signed_to_fr_limbs(s: np.ndarray) -> np.ndarray:
+    """int64 values (|s| < 2^63) -> their residues mod r as uint32 (k, 8) standard form."""
+    s = np.asarray(s, dtype=np.int64)
+    mag = np.abs(s).astype(np.uint64)
+    x = np.zeros((len(s), FR_WORDS), np.int64)
+    x[:, 0] = (mag & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    x[:, 1] = (mag >> np.uint64(32)).astype(np.int64)
+    neg = s < 0
+    if neg.any():
+        # r - |s|, limb by limb with borrow (|s| < 2^63 < r, so no underflow overall).
+        y = x[neg]
+        borrow = np.zeros(len(y), np.int64)
+        for i in range(FR_WORDS):
+            d = _R_LIMBS[i] - y[:, i] - borrow
+            borrow = (d < 0).astype(np.int64)
+            y[:, i] = d + (borrow << 32)
+        x[neg] = y
+    return x.astype(np.uint32)
+
+
+@dataclass
+class _Assignment:
+    """z in the three forms evaluate_lc reads: limbs, Python ints, and int64 where small."""
+
+    limbs: np.ndarray
+    ints: list[int]
+    small: np.ndarray  # bool (num_vars,)
+    small_values: np.ndarray  # int64 (num_vars,), 0 where not small
+
+    @classmethod
+    def of(cls, z_ints: list[int], z_limbs: np.ndarray) -> _Assignment:
+        small = np.all(z_limbs[:, 1:] == 0, axis=1) & (z_limbs[:, 0] < SMALL)
+        return cls(z_limbs, z_ints, small, np.where(small, z_limbs[:, 0].astype(np.int64), 0))
+
+
+def evaluate_lc(m: SparseMatrix, z: _Assignment, out: np.ndarray) -> None:
+    """out[j] = <M_j, z> mod r for every row j of M (out has at least M.rows rows).
+
+    Three paths, fastest first: a single entry with coefficient 1 is a gather of limbs;
+    rows whose variables are all small (bits, ONE) sum in int64; the rest (LIN rows over
+    field values) in Python integers."""
+    n = m.rows
+    counts = np.diff(m.indptr)
+    starts = m.indptr[:-1]
+    nonempty = counts > 0
+    first_coef = np.zeros(n, np.int64)
+    first_coef[nonempty] = m.coefs[starts[nonempty]]
+    single = (counts == 1) & (first_coef == 1)
+    entry_row = m.row_of_entry()
+    has_big = np.zeros(n, bool)
+    has_big[entry_row[~z.small[m.cols]]] = True
+
+    out[:n] = 0
+    rows = np.flatnonzero(single)
+    out[rows] = z.limbs[m.cols[starts[rows]]]
+
+    vec = nonempty & ~single & ~has_big
+    if vec.any():
+        prod = m.coefs.astype(np.int64) * z.small_values[m.cols]
+        sums = np.zeros(n, np.int64)
+        sums[nonempty] = np.add.reduceat(prod, starts[nonempty])
+        out[np.flatnonzero(vec)] = signed_to_fr_limbs(sums[vec])
+
+    slow_mask = nonempty & ~single & has_big
+    slow = np.flatnonzero(slow_mask)
+    if len(slow):
+        ent = np.flatnonzero(slow_mask[entry_row])  # the entries of the slow rows, in order
+        cols, coefs = m.cols[ent].tolist(), m.coefs[ent].tolist()
+        zi, vals, e = z.ints, [], 0
+        for cnt in counts[slow].tolist():
+            acc = 0
+            for _ in range(cnt):
+                acc += coefs[e] * zi[cols[e]]
+                e += 1
+            vals.append(acc % R_ORDER)
+        out[slow] = ints_to_limbs(vals)
+
+
+def _witness(spec: CircuitSpec, partition_seed: int, corrupt: int | None) -> tuple[list[int], int]:
+    """The full assignment z as Python ints, and the number of inputs (ONE included)."""
+    r1cs = r1cs_of(spec)
+    lay = r1cs.layout
+    rng = np.random.default_rng([spec.seed, partition_seed, 0x57495453])
+    n_in, first_defined = lay.num_inputs, lay.num_inputs + lay.free_vars
+    z: list[int] = [0] * lay.num_vars
+    z[0] = 1
+    # Public inputs and free aux values (e.g. sector data): uniform in Fr.
+    z[1:first_defined] = limbs_to_ints(random_fr(first_defined - 1, rng))
+
+    kinds = r1cs.kinds[: lay.defined_rows]
+    a_first = r1cs.A.cols[r1cs.A.indptr[:-1].clip(max=r1cs.A.nnz - 1)]
+    b_first = r1cs.B.cols[r1cs.B.indptr[:-1].clip(max=r1cs.B.nnz - 1)]
+
+    # Bits, vectorised: BITs are coin flips, AND/XOR combine two BITs.
+    bits = np.zeros(lay.num_vars, np.int64)
+    rows = np.flatnonzero(kinds == BIT)
+    bits[first_defined + rows] = rng.integers(0, 2, size=len(rows))
+    for kind, op in ((AND, np.bitwise_and), (XOR, np.bitwise_xor)):
+        rows = np.flatnonzero(kinds == kind)
+        bits[first_defined + rows] = op(bits[a_first[rows]], bits[b_first[rows]])
+    bit_vars = first_defined + np.flatnonzero(kinds <= XOR)
+    for v, b in zip(bit_vars.tolist(), bits[bit_vars].tolist(), strict=True):
+        z[v] = b
+
+    # Field rows, in order: the straight-line program of MULs and LINs.
+    r = R_ORDER
+    field_rows = np.flatnonzero(kinds >= MUL)
+    is_lin = (kinds[field_rows] == LIN).tolist()
+    x_op, y_op = a_first[field_rows].tolist(), b_first[field_rows].tolist()
+    indptr, cols, coefs = r1cs.A.indptr.tolist(), r1cs.A.cols.tolist(), r1cs.A.coefs.tolist()
+    for t, row in enumerate(field_rows.tolist()):
+        if is_lin[t]:
+            acc = 0
+            for e in range(indptr[row], indptr[row + 1]):
+                acc += coefs[e] * z[cols[e]]
+            z[first_defined + row] = acc % r
+        else:
+            z[first_defined + row] = z[x_op[t]] * z[y_op[t]] % r
+
+    if corrupt is not None:
+        # A bad witness: one aux value off by one after the fact, so its defining row (and
+        # any row reading it) is violated while a, b, c stay consistent with z.
+        v = n_in + corrupt % lay.num_aux
+        z[v] = (z[v] + 1) % r
+    return z, n_in
+
+
+def synthesize(spec: CircuitSpec, partition_seed: int, corrupt: int | None = None) -> Synthesized:
+    """The `synthesis` stage: witness and a, b, c for partition `partition_seed` of `spec`.
+
+    corrupt: for tests, the aux position whose value is made wrong (the proof of such a
+    witness must not verify)."""
+    r1cs = r1cs_of(spec)
+    z, n_in = _witness(spec, partition_seed, corrupt)
+    z_limbs = ints_to_limbs(z)
+    assignment = _Assignment.of(z, z_limbs)
+    n_dom = spec.domain_size
+    abc = []
+    for m in (r1cs.A, r1cs.B, r1cs.C):
+        out = np.zeros((n_dom, FR_WORDS), np.uint32)
+        evaluate_lc(m, assignment, out)
+        abc.append(out)
+    return Synthesized(
+        spec=spec,
+        partition_seed=partition_seed,
+        public_inputs=z[1:n_in],
+        aux=np.ascontiguousarray(z_limbs[n_in:]),
+        a=abc[0],
+        b=abc[1],
+        c=abc[2],
+    )
+
+
+def unsatisfied_rows(synth: Synthesized) -> list[int]:
+    """Rows j with a_j * b_j != c_j (Python ints; for tests on small circuits)."""
+    n = synth.spec.constraints
+    a, b, c = (limbs_to_ints(x[:n]) for x in (synth.a, synth.b, synth.c))
+    return [j for j in range(n) if a[j] * b[j] % R_ORDER != c[j]]

@@ -1,0 +1,193 @@
+"""The Groth16 prover on the CuPy backend (run on the GPU machine: `pytest -m gpu`).
+
+Every test skips cleanly where CuPy or a CUDA device is missing."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from py_arkworks_bls12381 import G1Point
+
+from simgpu.errors import VramExhausted
+from simgpu.real.backend import cupy_backend_available
+from simgpu.real.circuits import CircuitSpec
+from simgpu.real.cpu_backend import CpuBackend
+from simgpu.real.encoding import limbs_to_ints
+from simgpu.real.groth16 import Proof, kernels, preload, prep, prestage, prove, verify
+from simgpu.real.keys import load_keys, save_keys
+from simgpu.real.ntt import h_ref
+from simgpu.real.prover_footprint import ProverShape, plan_for_backend, stage_peak
+from simgpu.real.setup import setup
+from simgpu.real.synthesis import synthesize
+
+pytestmark = pytest.mark.gpu
+
+THREADS = os.cpu_count() or 1
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _needs_gpu() -> None:
+    if not cupy_backend_available():
+        pytest.skip("needs CuPy and a CUDA device")
+
+
+def spec_of(log_n: int) -> CircuitSpec:
+    return CircuitSpec(log_constraints=log_n, public_inputs=4, b_density=0.25, bool_fraction=0.5, seed=log_n)
+
+
+@pytest.fixture(scope="module")
+def key_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("keys")
+
+
+_keys: dict[int, tuple] = {}
+
+
+def keys_for(log_n: int, key_dir: Path):
+    """Setup with the G1 points on the GPU, saved and memory-mapped back (as in use)."""
+    if log_n not in _keys:
+        from simgpu.real.backend import CupyBackend
+
+        pk, vk = setup(spec_of(log_n), seed=1, backend=CupyBackend())
+        path = key_dir / f"k{log_n}.sgk"
+        save_keys(path, pk, vk, setup_seed=1)
+        _keys[log_n] = load_keys(path)
+    return _keys[log_n]
+
+
+def cupy_backend(**kw):
+    from simgpu.real.backend import CupyBackend
+
+    return CupyBackend(**kw)
+
+
+def _settle(backend) -> int:
+    gc.collect()
+    backend.synchronize()
+    return backend.used()
+
+
+def test_gpu_sums_equal_cpu_sums_on_a_small_circuit() -> None:
+    """Same key, same witness: the CuPy backend's h and G1 sums are the CPU backend's."""
+    spec = CircuitSpec(log_constraints=10, public_inputs=2, seed=3)
+    pk, vk = setup(spec, seed=2, workers=1)
+    gpu = cupy_backend(stream_batch=300)  # several batches per query
+    want = kernels(prep(synthesize(spec, 1), pk), pk, CpuBackend(stream_batch=300))
+    got = kernels(prep(synthesize(spec, 1), pk), pk, gpu)
+    assert (got.h, got.l, got.a, got.b1) == (want.h, want.l, want.a, want.b1)
+    # and the H polynomial itself
+    synth = synthesize(spec, 1)
+    prepared = prep(synth, pk)
+    a, b, c = (limbs_to_ints(x) for x in (synth.a, synth.b, synth.c))
+    with prestage(prepared, gpu) as buffers:
+        d_bc = buffers.array("d_bc")
+        gpu.compute_h(buffers.array("d_a"), d_bc[0], d_bc[1])
+        del d_bc
+        assert limbs_to_ints(buffers.array("d_a").get()) == h_ref(a, b, c)
+    synth = synthesize(spec, 4)
+    assert verify(vk, synth.public_inputs, prove(pk, synth, gpu, threads=THREADS))
+
+
+@pytest.mark.parametrize("log_n", [16, 18, 20])
+def test_prove_and_verify(log_n: int, key_dir: Path) -> None:
+    pk, vk = keys_for(log_n, key_dir)
+    backend = cupy_backend()
+    synth = synthesize(pk.spec, 7)
+    proof = prove(pk, synth, backend, threads=THREADS)
+    assert verify(vk, synth.public_inputs, proof)
+    assert verify(vk, synth.public_inputs, Proof.from_bytes(proof.to_bytes()))
+    assert not verify(vk, synth.public_inputs, Proof(proof.a + G1Point(), proof.b, proof.c))
+    x = synth.public_inputs
+    assert not verify(vk, [x[0] + 1, *x[1:]], proof)
+
+
+def test_bad_witness_fails_on_gpu(key_dir: Path) -> None:
+    pk, vk = keys_for(16, key_dir)
+    synth = synthesize(pk.spec, 7, corrupt=1234)
+    assert not verify(vk, synth.public_inputs, prove(pk, synth, cupy_backend(), threads=THREADS))
+
+
+def test_streamed_and_resident_bases_give_the_same_sums(key_dir: Path) -> None:
+    pk, _ = keys_for(16, key_dir)
+    outs = []
+    for kw in ({"stream_batch": 1 << 12}, {"stream_batch": 1 << 22}, {"resident_bases": True}):
+        backend = cupy_backend(**kw)
+        preload(pk, backend)
+        o = kernels(prep(synthesize(pk.spec, 3), pk), pk, backend)
+        outs.append((o.h, o.l, o.a, o.b1))
+        backend.drop_resident()
+    assert outs[0] == outs[1] == outs[2]
+
+
+def _plan_check(pk, backend) -> tuple[int, int]:
+    """(measured, planned) device bytes of prestage + kernels above the resident baseline,
+    on a warm backend (NTT tables and kernel constants already cached)."""
+    prove(pk, synthesize(pk.spec, 1), backend, threads=THREADS)  # warm-up
+    prepared = prep(synthesize(pk.spec, 2), pk)
+    plan = plan_for_backend(ProverShape.from_prepared(prepared), backend)
+    base = _settle(backend)
+    with backend.peak_scope() as meter:
+        buffers = prestage(prepared, backend)
+        kernels(prepared, pk, backend, buffers)
+        buffers.free()
+    resident = sum(plan["buffers"][b] for b in plan["resident"]["vram"])
+    planned = stage_peak(plan, "kernels") - resident
+    return meter.peak - base, planned
+
+
+@pytest.mark.parametrize("log_n", [18, 20])
+@pytest.mark.parametrize("resident", [False, True])
+def test_footprint_plan_within_5_percent_of_pool_peak(log_n: int, resident: bool, key_dir: Path) -> None:
+    pk, _ = keys_for(log_n, key_dir)
+    backend = cupy_backend(resident_bases=resident, stream_batch=1 << 18)
+    preload(pk, backend)
+    measured, planned = _plan_check(pk, backend)
+    backend.drop_resident()
+    assert abs(measured - planned) <= 0.05 * planned, (measured, planned)
+
+
+def test_vram_cap_raises_vram_exhausted_and_leaks_nothing(key_dir: Path) -> None:
+    pk, vk = keys_for(16, key_dir)
+    backend = cupy_backend(stream_batch=1 << 14)
+    prove(pk, synthesize(pk.spec, 1), backend, threads=THREADS)  # warm caches
+    prepared = prep(synthesize(pk.spec, 2), pk)
+    plan = plan_for_backend(ProverShape.from_prepared(prepared), backend)
+    b = plan["buffers"]
+    base = _settle(backend)
+    try:
+        # prestage fits, the first MSM's transients (tens of MB here) do not
+        backend.pool.free_all_blocks()
+        assert b["h_msm"] > b["d_bc"] + (1 << 20)
+        backend.set_vram_limit(backend.pool.total_bytes() + b["d_a"] + b["d_bc"] + (1 << 20))
+        with pytest.raises(VramExhausted) as info:
+            with prestage(prepared, backend) as buffers:
+                kernels(prepared, pk, backend, buffers)
+        assert info.value.buffer.startswith(("h_msm", "ntt_")), info.value.buffer
+        del info
+        assert _settle(backend) == base
+        # too small for d_bc: prestage fails cleanly and keeps the host vectors
+        backend.pool.free_all_blocks()
+        backend.set_vram_limit(backend.pool.total_bytes() + b["d_a"] + (1 << 16))
+        fresh = prep(synthesize(pk.spec, 3), pk)
+        with pytest.raises(VramExhausted) as info:
+            prestage(fresh, backend)
+        assert info.value.buffer == "d_bc" and fresh.a is not None
+        del info
+        assert _settle(backend) == base
+    finally:
+        backend.set_vram_limit(None)
+    synth = synthesize(pk.spec, 4)
+    assert verify(vk, synth.public_inputs, prove(pk, synth, backend, threads=THREADS))
+
+
+def test_setup_on_gpu_matches_setup_on_cpu() -> None:
+    spec = CircuitSpec(log_constraints=8, public_inputs=2, seed=5)
+    gpu_pk, gpu_vk = setup(spec, seed=3, backend=cupy_backend())
+    cpu_pk, cpu_vk = setup(spec, seed=3, workers=1)
+    for name in ("a", "b_g1", "l", "h"):
+        assert np.array_equal(getattr(gpu_pk, name), getattr(cpu_pk, name)), name
+    assert gpu_vk.ic == cpu_vk.ic
