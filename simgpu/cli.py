@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
@@ -132,16 +133,16 @@ def resolve_workload(profile: Any, cfg: PipelineConfig) -> Workload:
     return wl
 
 
-def _meta(mode: str, design: Any, profile: Any, workload: Workload, cfg: PipelineConfig):
+def _meta(mode: str, design: Any, profile_name: str, vram: int, workload: Workload, cfg: PipelineConfig):
     from simgpu.report import Meta
 
     cfg_doc = {k: v for k, v in asdict(cfg).items() if k not in ("workload", "partitions", "constraints")}
     if cfg_doc.get("vram") is None:
-        cfg_doc["vram"] = profile.hardware.vram
+        cfg_doc["vram"] = vram
     return Meta(
         mode=mode,
         design=design.name if design.source == "builtin" else f"{design.source}:{design.name}",
-        profile=profile.name,
+        profile=profile_name,
         workload={
             "name": workload.name,
             "partitions": workload.partitions,
@@ -229,7 +230,7 @@ def predict(
     wl = resolve_workload(prof, cfg)
     dsg = resolve_design(design)
     prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
-    meta = _meta("predict", dsg, prof, wl, cfg)
+    meta = _meta("predict", dsg, prof.name, prof.hardware.vram, wl, cfg)
     doc = build_document(meta, prediction.aggregate(), prediction.summaries)
     if trace:
         write_trace(trace, prediction.first, meta)
@@ -243,6 +244,251 @@ def predict(
             Console().print(f"trace: {trace} (open in https://ui.perfetto.dev)")
         if plot:
             Console().print(f"plot: {plot}")
+
+
+@app.command()
+@reports_errors
+def run(
+    design: DesignOpt = "single-lock",
+    constraints: Annotated[str, typer.Option(help="constraints per partition, e.g. 2^20")] = "2^12",
+    partitions: Annotated[int, typer.Option(help="partitions per proof")] = 2,
+    proofs: Annotated[int, typer.Option("--proofs", "-n", help="proofs to submit")] = 2,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-j", help="closed-loop clients")] = 2,
+    gpu_workers: Annotated[int, typer.Option("--gpu-workers", help="GPU workers per device")] = 2,
+    partition_workers: Annotated[int, typer.Option(help="synthesis worker processes")] = 2,
+    vram: VramOpt = None,
+    backend: Annotated[
+        str, typer.Option(help="cupy (the GPU) or cpu (small circuits, emulated VRAM)")
+    ] = "cupy",
+    devices: Annotated[int, typer.Option(help="GPUs")] = 1,
+    b_g2_threads: Annotated[int, typer.Option(help="CPU threads of the b_g2_msm pool")] = 2,
+    resident_bases: Annotated[bool, typer.Option(help="keep the key's bases in VRAM")] = False,
+    retries: Annotated[int, typer.Option(help="re-queue a partition this often after an OOM")] = 0,
+    max_gpu_queue_depth: Annotated[int, typer.Option(help="bound of the GPU queue (0 = unbounded)")] = 0,
+    keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
+    seed: Annotated[int, typer.Option(help="witness seed")] = 0,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print the JSON document instead of the table")
+    ] = False,
+    trace: Annotated[Path | None, typer.Option(help="write a Chrome/Perfetto trace")] = None,
+    plot: Annotated[Path | None, typer.Option(help="write a PNG: Gantt chart + memory over time")] = None,
+) -> None:
+    """Prove for real with the same scheduler code, and report like predict."""
+    from simgpu.report import print_table, write_json, write_plot, write_trace
+    from simgpu.sched.registry import resolve_design
+    from simgpu.validate import real_run
+
+    n = parse_count(constraints, "--constraints", 16)
+    cfg = PipelineConfig().with_overrides(
+        proofs=proofs,
+        concurrency=concurrency,
+        gpu_workers_per_device=gpu_workers,
+        partition_workers=partition_workers,
+        devices=devices,
+        retries=retries,
+        seed=seed,
+        max_gpu_queue_depth=max_gpu_queue_depth,
+        vram=_opt_size(vram, "--vram"),
+    )
+    dsg = resolve_design(design)
+    settings = _prover_settings(backend, cfg, b_g2_threads, resident_bases, keys_dir)
+    console = Console(stderr=json_out)
+    outcome = real_run(n, partitions, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
+    doc = _real_document(outcome, dsg, backend, n, partitions, cfg)
+    meta = _meta(
+        "run",
+        dsg,
+        doc["profile"],
+        outcome.vram_capacity,
+        Workload(doc["workload"]["name"], partitions, n),
+        cfg,
+    )
+    if trace:
+        write_trace(trace, outcome.result, meta)
+    if plot:
+        write_plot(plot, outcome.result, meta)
+    if json_out:
+        sys.stdout.write(write_json(doc, None) + "\n")
+    else:
+        print_table(doc, console)
+        if outcome.result.interrupted:
+            console.print(f"[yellow]{outcome.result.interrupted}[/yellow]: the table covers what finished")
+
+
+def _prover_settings(
+    backend: str, cfg: PipelineConfig, b_g2_threads: int, resident_bases: bool, keys_dir: Path
+) -> Any:
+    from simgpu.real.executor import ProverSettings
+
+    return ProverSettings(
+        backend=backend,
+        devices=cfg.devices,
+        vram_limit=cfg.vram,
+        partition_workers=cfg.partition_workers,
+        b_g2_threads=b_g2_threads,
+        resident_bases=resident_bases,
+        keys_dir=keys_dir,
+        seed=cfg.seed,
+    )
+
+
+def _real_document(
+    outcome: Any, dsg: Any, backend: str, n: int, partitions: int, cfg: PipelineConfig
+) -> dict:
+    from simgpu.metrics import aggregate
+    from simgpu.report import build_document
+
+    workload = Workload(f"groth16-n{n}", partitions, n)
+    meta = _meta("run", dsg, f"real {backend}: {outcome.device_name}", outcome.vram_capacity, workload, cfg)
+    meta.extra = {
+        "verification": outcome.verification,
+        "interrupted": outcome.result.interrupted,
+        "runtime": {"wall_s": outcome.result.wall_seconds, "setup_s": outcome.setup_seconds},
+    }
+    return build_document(meta, aggregate([outcome.summary]), [outcome.summary])
+
+
+@app.command()
+@reports_errors
+def validate(
+    profile: ProfileOpt = "h200-cupy",
+    design: DesignOpt = "single-lock",
+    constraints: Annotated[
+        str | None, typer.Option(help="constraints per partition (default: the profile's)")
+    ] = None,
+    partitions: Annotated[
+        int | None, typer.Option(help="partitions per proof (default: the profile's)")
+    ] = None,
+    proofs: Annotated[int, typer.Option("--proofs", "-n")] = 3,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-j")] = 2,
+    gpu_workers: Annotated[int, typer.Option("--gpu-workers")] = 2,
+    partition_workers: Annotated[int, typer.Option(help="synthesis worker processes")] = 4,
+    vram: VramOpt = None,
+    backend: Annotated[str, typer.Option(help="cupy or cpu")] = "cupy",
+    b_g2_threads: Annotated[int, typer.Option(help="CPU threads of the b_g2_msm pool")] = 4,
+    runs: Annotated[int, typer.Option(help="Monte Carlo runs of the prediction")] = 5,
+    keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
+) -> None:
+    """Predict and run the same configuration; print them side by side."""
+    import json
+
+    from rich.table import Table
+
+    from simgpu.model.montecarlo import predict as run_predict
+    from simgpu.profile import find_profile, load_profile
+    from simgpu.report import build_document
+    from simgpu.sched.registry import resolve_design
+    from simgpu.validate import compare, real_run
+
+    prof = load_profile(find_profile(profile))
+    base = prof.workload()
+    n = parse_count(constraints, "--constraints", 16) if constraints else base.constraints
+    parts = partitions or base.partitions
+    cfg = PipelineConfig().with_overrides(
+        proofs=proofs,
+        concurrency=concurrency,
+        gpu_workers_per_device=gpu_workers,
+        partition_workers=partition_workers,
+        vram=_opt_size(vram, "--vram"),
+    )
+    dsg = resolve_design(design)
+    wl = Workload(f"groth16-n{n}", parts, n)
+    prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
+    predicted = build_document(
+        _meta("predict", dsg, prof.name, prof.hardware.vram, wl, cfg),
+        prediction.aggregate(),
+        prediction.summaries,
+    )
+    console = Console(stderr=json_out)
+    settings = _prover_settings(backend, cfg, b_g2_threads, False, keys_dir)
+    outcome = real_run(n, parts, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
+    measured = _real_document(outcome, dsg, backend, n, parts, cfg)
+    rows = compare(predicted, measured)
+    if json_out:
+        sys.stdout.write(
+            json.dumps(
+                {"predicted": predicted, "measured": measured, "comparison": rows}, indent=2, default=float
+            )
+            + "\n"
+        )
+        return
+    t = Table(title=f"validate {dsg.name}: {prof.name} vs a real run ({outcome.device_name})")
+    for col in ("metric", "predicted", "measured", "error"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for r in rows:
+
+        def fmt(v: Any) -> str:
+            return "-" if v is None else (str(v) if isinstance(v, bool | int) else f"{v:.3f}")
+
+        err = "-" if r["rel_error"] is None else f"{100 * r['rel_error']:+.1f} %"
+        t.add_row(r["metric"], fmt(r["predicted"]), fmt(r["measured"]), err)
+    console.print(t)
+    console.print(f"real run: {measured['verification']['proofs_verified']} proofs verified")
+
+
+def _size_ladder(text: str) -> list[int]:
+    """'2^14..2^22' (every other power of two), '2^14..2^22:1' (every power), or a list
+    '2^14,2^16,100000'."""
+    if ".." in text:
+        lo_s, _, rest = text.partition("..")
+        hi_s, _, step_s = rest.partition(":")
+        lo, hi = parse_count(lo_s, "--sizes", 16), parse_count(hi_s, "--sizes", 16)
+        step = int(step_s) if step_s else 2
+        if lo & (lo - 1) or hi & (hi - 1) or hi < lo or step < 1:
+            raise UserError(f"--sizes {text!r}: give powers of two, low..high[:step]")
+        return [1 << e for e in range(lo.bit_length() - 1, hi.bit_length(), step)]
+    return sorted({parse_count(x, "--sizes", 16) for x in text.split(",")})
+
+
+@app.command()
+@reports_errors
+def calibrate(
+    out: Annotated[Path, typer.Option(help="the profile to write, e.g. calibration/mybox.toml")],
+    sizes: Annotated[
+        str, typer.Option(help="constraints ladder: 2^14..2^22 (every other power), or a list")
+    ] = "2^14..2^22",
+    backend: Annotated[str, typer.Option(help="cupy (the GPU) or cpu")] = "cupy",
+    repeats: Annotated[int, typer.Option(help="timed repeats per size (after a warm-up proof)")] = 3,
+    partitions: Annotated[int, typer.Option(help="partitions per proof of the profile's workload")] = 4,
+    contention_size: Annotated[
+        str | None, typer.Option(help="size for the contention runs (default: mid-ladder)")
+    ] = None,
+    b_g2_threads: Annotated[int, typer.Option(help="CPU threads of the b_g2_msm pool")] = 4,
+    vram: VramOpt = None,
+    keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
+) -> None:
+    """Measure the real prover over a ladder of sizes and write a fitted profile."""
+    from simgpu.calibrate import calibrate as run_calibration
+    from simgpu.real.executor import ProverSettings
+
+    if repeats < 1:
+        raise UserError(f"--repeats: must be at least 1, got {repeats}")
+    ladder = _size_ladder(sizes)
+    settings = ProverSettings(
+        backend=backend,
+        vram_limit=_opt_size(vram, "--vram"),
+        partition_workers=2,
+        b_g2_threads=b_g2_threads,
+        keys_dir=keys_dir,
+    )
+    console = Console()
+    cn = None if contention_size is None else parse_count(contention_size, "--contention-size", 16)
+    t0 = time.perf_counter()
+    doc, errors = run_calibration(
+        out,
+        ladder,
+        settings,
+        repeats=repeats,
+        contention_size=cn,
+        partitions=partitions,
+        log=lambda m: console.print(m, markup=False),
+    )
+    console.print(f"wrote {out} in {time.perf_counter() - t0:.0f} s; worst relative fit error per law:")
+    for key, err in sorted(errors.items(), key=lambda kv: -kv[1])[:12]:
+        console.print(f"  {key:28s} {100 * err:6.1f} %")
+    for m in doc["calibration"]["missing"]:
+        console.print(f"[yellow]missing:[/yellow] {m}")
 
 
 @app.command()

@@ -123,8 +123,11 @@ class Law:
         return {"law": self.expr, **dict(self.coeffs)}
 
     @staticmethod
-    def parse(value: Any, where: str) -> Law:
-        """A law from TOML: a number, a size string ('4GiB'), an expression, or a table."""
+    def parse(value: Any, where: str) -> Law | PointsLaw:
+        """A law from TOML: a number, a size string ('4GiB'), an expression, a table
+        {law = ..., coefficients...}, or measured points {points = [[n, value], ...]}."""
+        if isinstance(value, dict) and "points" in value:
+            return PointsLaw.parse(value["points"], where)
         if isinstance(value, bool):
             raise UserError(f"{where}: expected a number or a law, got {value!r}")
         if isinstance(value, int | float):
@@ -146,6 +149,38 @@ class Law:
                 coeffs[k] = float(v)
             return Law(str(value["law"]), coeffs).validate()
         raise UserError(f"{where}: expected a number or a law, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PointsLaw:
+    """A quantity measured at a few sizes: linear between neighbouring points, and the
+    nearest segment's slope beyond them.  Exact where it was measured, which matters
+    for footprints that step with the MSM window and fit no smooth law."""
+
+    points: tuple[tuple[float, float], ...]
+
+    def __call__(self, n: int) -> float:
+        pts = self.points
+        if len(pts) == 1:
+            return pts[0][1] * n / pts[0][0]
+        i = 1
+        while i < len(pts) - 1 and n > pts[i][0]:
+            i += 1
+        (x0, y0), (x1, y1) = pts[i - 1], pts[i]
+        return max(0.0, y0 + (y1 - y0) * (n - x0) / (x1 - x0))
+
+    def to_toml(self) -> Any:
+        return {"points": [list(p) for p in self.points]}
+
+    @staticmethod
+    def parse(value: Any, where: str) -> PointsLaw:
+        try:
+            pts = tuple(sorted((float(a), float(b)) for a, b in value))
+        except (TypeError, ValueError):
+            raise UserError(f"{where}: points must be [[n, value], ...]") from None
+        if not pts or len({p[0] for p in pts}) != len(pts) or pts[0][0] <= 0:
+            raise UserError(f"{where}: points need distinct positive sizes")
+        return PointsLaw(pts)
 
 
 # --------------------------------------------------------------------- stage specs
@@ -192,7 +227,7 @@ class StageSpec:
 class Hardware:
     gpu: str
     vram: int
-    vram_resident: int
+    vram_resident: Law  # bytes held on the device before any partition (may grow with n)
     cpu_cores: int
     host_ram: int
     host_resident: int
@@ -240,6 +275,7 @@ class Resolved:
     buffers: Mapping[str, int]
     stages: Mapping[str, ResolvedStage]
     partition_estimate: int
+    vram_resident: int = 0
 
     def producer_of(self, buffer: str) -> str | None:
         for st in self.stages.values():
@@ -320,7 +356,8 @@ class Profile:
                 st.host_release,
                 sized(st.host_transient),
             )
-        return Resolved(n, sizes, stages, int(round(self.partition_estimate(n))))
+        estimate = int(round(self.partition_estimate(n)))
+        return Resolved(n, sizes, stages, estimate, int(round(self.hardware.vram_resident(n))))
 
 
 # --------------------------------------------------------------------- loading
@@ -450,7 +487,7 @@ def _hardware(t: Any) -> Hardware:
         hw = Hardware(
             gpu=str(t.get("gpu", "unknown GPU")),
             vram=parse_size(t["vram"], "[hardware] vram"),
-            vram_resident=parse_size(t.get("vram_resident", 0), "[hardware] vram_resident"),
+            vram_resident=Law.parse(t.get("vram_resident", 0), "[hardware] vram_resident"),
             cpu_cores=int(t["cpu_cores"]),
             host_ram=parse_size(t["host_ram"], "[hardware] host_ram"),
             host_resident=parse_size(t.get("host_resident", 0), "[hardware] host_resident"),
@@ -462,8 +499,6 @@ def _hardware(t: Any) -> Hardware:
         raise UserError(f"profile: [hardware] needs {e.args[0]}") from None
     except (TypeError, ValueError) as e:
         raise UserError(f"profile: [hardware] has a bad value: {e}") from None
-    if hw.vram <= hw.vram_resident:
-        raise UserError("profile: [hardware] vram must exceed vram_resident")
     if hw.cpu_cores < 1 or hw.membw_gbps <= 0 or hw.h2d_gbps <= 0 or hw.devices < 1:
         raise UserError("profile: [hardware] cores, bandwidths and devices must be positive")
     return hw
@@ -519,7 +554,9 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
         raw=dict(data),
     )
     # Evaluate every law once at the default size so a broken law fails at load time.
-    prof.resolve(prof.workload().constraints)
+    at_default = prof.resolve(prof.workload().constraints)
+    if prof.hardware.vram <= at_default.vram_resident:
+        raise UserError(f"{where}: [hardware] vram must exceed vram_resident")
     return prof
 
 

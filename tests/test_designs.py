@@ -89,8 +89,9 @@ def test_two_lock_reserve_serialises_when_only_one_reservation_fits():
 
 
 def test_a_retry_after_backoff_completes_the_proof():
-    # the OOM at 2.75 as above; the partition re-enters the queue at 3.75, when w0 has
-    # freed d_a (3.25): pre-stage ->4.0, kernels ->5.0, b_g2 ->5.5, epilogue ->5.75
+    # the OOM at 2.75 as above; after a 1 s back-off the partition is made ready again
+    # (its a, b, c died on the device): synthesis 3.75->4.75, prep ->5.25; w0 freed d_a at
+    # 3.25, so the pre-stage fits: ->5.5, kernels ->6.5, b_g2 ->7.0, epilogue ->7.25
     _, s = simulate(
         tiny_profile(hardware={"vram": "4.5GiB"}),
         "two-lock",
@@ -100,7 +101,7 @@ def test_a_retry_after_backoff_completes_the_proof():
     )
     assert s.failed == 0 and s.completed == 1
     assert len(s.oom_events) == 1
-    assert s.makespan == pytest.approx(5.75)
+    assert s.makespan == pytest.approx(7.25)
 
 
 def test_a_proof_with_a_failed_partition_abandons_its_other_partitions():

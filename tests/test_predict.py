@@ -55,19 +55,22 @@ def test_the_memory_budget_gates_synthesis():
 
 
 def test_a_bounded_gpu_queue_holds_synthesis_back():
+    # tiny profile, serial design, one worker: 2.0 s of GPU-worker time per partition.
+    # Two synthesis slots; partitions finish prep at 1.5 (p0, p1) and 3.0 (p2, p3).
+    # With room for one queued partition, p2 and p3 block in put holding their slots
+    # until the worker takes p1 (3.5) and p2 (5.5): p4 and p5 start synthesis then.
     prof = tiny_profile()
-    result, _ = simulate(
-        prof, "serial", proofs=2, concurrency=2, gpu_workers_per_device=1, max_gpu_queue_depth=1
-    )
-    depth = 0
-    peak = 0
-    for r in result.records:
-        if r.event == "partition_queued":
-            depth += 1
-        elif r.event == "stage_start" and r.fields["stage"] == "prestage":
-            depth -= 1
-        peak = max(peak, depth)
-    assert peak <= 2  # one in the queue, one put blocked behind it
+
+    def synthesis_starts(**config):
+        result, _ = simulate(prof, "serial", proofs=1, concurrency=1, partitions=6, partition_workers=2,
+                             gpu_workers_per_device=1, **config)
+        return {r.partition: r.t for r in result.records
+                if r.event == "stage_start" and r.fields["stage"] == "synthesis"}
+
+    bounded = synthesis_starts(max_gpu_queue_depth=1)
+    assert (bounded[4], bounded[5]) == (pytest.approx(3.5), pytest.approx(5.5))
+    free = synthesis_starts()
+    assert (free[4], free[5]) == (pytest.approx(3.0), pytest.approx(3.0))
 
 
 def test_open_loop_arrivals():

@@ -1,9 +1,8 @@
-"""RealRuntime's mechanics on threads, with a stand-in executor whose stages do nothing
-(the prover-backed runs are in tests/test_run_cpu.py)."""
+"""RealRuntime's mechanics on threads, with an executor whose stages do nothing (the
+prover-backed runs are in tests/test_run_cpu.py)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -11,64 +10,16 @@ import pytest
 from simgpu.config import PipelineConfig, Workload
 from simgpu.errors import DesignError
 from simgpu.metrics import summarize
+from simgpu.real.null_executor import NullExecutor
 from simgpu.real.runtime import RealRuntime
 from simgpu.sched.registry import resolve_design
 
 DESIGNS = Path(__file__).parent / "designs" / "crossed.py"
-GPU_STAGES = {"prestage", "kernels"}
-
-
-class InstantExecutor:
-    """Every stage returns at once (after `delay` seconds), holding no memory."""
-
-    def __init__(self, delay: float = 0.0) -> None:
-        self.delay = delay
-
-    def stage_on(self, name):
-        return "gpu" if name in GPU_STAGES else "cpu"
-
-    def run_stage(self, name, part, device, inputs):
-        if self.delay:
-            time.sleep(self.delay)
-        return None
-
-    def free(self, handle):
-        pass
-
-    def devices(self):
-        return 1
-
-    def vram_capacity(self, device):
-        return 1 << 30
-
-    def vram_resident(self, device):
-        return 0
-
-    def vram_used(self, device):
-        return 0
-
-    def vram_peak(self, device):
-        return 0
-
-    def vram_estimate(self, part, stages):
-        return 1 << 20
-
-    def partition_estimate(self, part):
-        return 1
-
-    def host_budget(self):
-        return 1 << 40
-
-    def host_capacity(self):
-        return 1 << 40
-
-    def host_rss(self):
-        return 0
 
 
 def run(design: str, delay: float = 0.0, **config):
     cfg = PipelineConfig(proofs=2, concurrency=2).with_overrides(**config)
-    rt = RealRuntime(InstantExecutor(delay), cfg, Workload("w", 3, 16))
+    rt = RealRuntime(NullExecutor(delay), cfg, Workload("w", 3, 16))
     return rt.run(resolve_design(design).fn)
 
 
@@ -111,6 +62,6 @@ def test_a_design_that_crashes_is_a_design_error():
         yield rt.stage("prestage", part, worker.device)
         raise ZeroDivisionError("oops")
 
-    rt = RealRuntime(InstantExecutor(), PipelineConfig(proofs=1, concurrency=1), Workload("w", 1, 16))
+    rt = RealRuntime(NullExecutor(), PipelineConfig(proofs=1, concurrency=1), Workload("w", 1, 16))
     with pytest.raises(DesignError, match="ZeroDivisionError: oops"):
         rt.run(broken)

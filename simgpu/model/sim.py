@@ -107,13 +107,14 @@ class SimRuntime:
         self.resolved = profile.resolve(workload.constraints)
         hw = profile.hardware
         vram = config.vram if config.vram is not None else hw.vram
-        if vram <= hw.vram_resident:
+        resident = self.resolved.vram_resident
+        if vram <= resident:
             raise UserError(
-                f"--vram {vram} bytes is not more than the {hw.vram_resident} bytes resident "
+                f"--vram {vram} bytes is not more than the {resident} bytes resident "
                 f"on the device in profile {profile.name}"
             )
         now = self.now
-        self.vram = [vram_ledger(d, vram, hw.vram_resident, clock=now) for d in range(config.devices)]
+        self.vram = [vram_ledger(d, vram, resident, clock=now) for d in range(config.devices)]
         self.host = host_ledger(hw.host_ram, hw.host_resident, clock=now)
         capacity: dict[Any, float] = {"membw": hw.membw_gbps, "cores": float(hw.cpu_cores)}
         for d in range(config.devices):
@@ -132,10 +133,10 @@ class SimRuntime:
         self._noise = {st.name: _lognormal_params(st.noise_cv) for st in self.resolved.stages.values()}
         too_big = "circuit too big for this profile"
         need = self.resolved.vram_peak(("prestage", "kernels"))
-        if need > vram - hw.vram_resident:
+        if need > vram - resident:
             raise UserError(
                 f"a partition of {workload.constraints:,} constraints needs {need / 2**30:.1f} GiB of "
-                f"VRAM at its peak, more than the {(vram - hw.vram_resident) / 2**30:.1f} GiB free on an "
+                f"VRAM at its peak, more than the {(vram - resident) / 2**30:.1f} GiB free on an "
                 f"idle device: {too_big} (raise --vram or lower --constraints)"
             )
         host_need = sum(size for _, size in self.resolved.stages["synthesis"].host_out)
@@ -300,11 +301,17 @@ class SimRuntime:
         out: Buffers | None = None
         own: dict[str, Allocation] = {}  # inputs this stage allocated itself
         temps: list[Allocation] = []
+        host_added: list[str] = []
         try:
             if st.host_out:
-                out = Buffers(self.host)
+                # Host results join the partition's host buffers (freed by host_release or
+                # when the partition ends); the stage returns that handle.
+                if not isinstance(part.host, Buffers):
+                    part.host = Buffers(self.host)
+                out = part.host
                 for buf, size in st.host_out:
                     out.add(buf, self.host.alloc(size, buf, **where))
+                    host_added.append(buf)
             for buf, size in st.host_transient:
                 temps.append(self.host.alloc(size, buf, **where))
             if st.vram_out:
@@ -348,8 +355,10 @@ class SimRuntime:
             for a in list(own.values()) + temps:
                 if a.live:
                     a.release()
-            if out is not None:
+            if out is not None and out.ledger is not self.host:
                 out.free()
+            for buf in host_added:
+                part.host.release(buf)
             self._emit("oom", rec_ctx, e.as_dict() | {"stage": name})
             self._emit(
                 "stage_end",

@@ -102,22 +102,13 @@ class Daemon:
         return proof
 
     def partition(self, part: Partition) -> Proc:
-        """One partition's life on the host: budget, synthesis slot, CPU stages, GPU queue,
-        then wait for its end and give its host memory back."""
+        """One partition's life on the host: its share of the memory budget, then it is
+        made ready for the GPU, then it waits for its end and gives its memory back."""
         rt = self.rt
         estimate = rt.partition_estimate(part)
         yield self.budget.acquire(estimate)
         try:
-            yield self.pool.acquire()
-            try:
-                if part.proof.failed:
-                    raise PartitionAbandoned(f"{part.proof.label} already failed")
-                part.host = yield rt.stage("synthesis", part, None)
-                yield rt.stage("prep", part, None)
-                yield self.queue.put(part)
-                rt.record("partition_queued", proof=part.proof.id, partition=part.index)
-            finally:
-                self.pool.release()
+            yield from self.make_ready(part)
             yield part.done
             rt.record("partition_completed", proof=part.proof.id, partition=part.index)
         except SimgpuError as e:
@@ -130,6 +121,22 @@ class Daemon:
             rt.free(part.host)
             part.host = None
             self.budget.release(estimate)
+
+    def make_ready(self, part: Partition) -> Proc:
+        """A synthesis slot, synthesis and prep on the CPU, then onto the GPU queue (a full
+        queue keeps the slot: that is the backpressure on synthesis)."""
+        rt = self.rt
+        yield self.pool.acquire()
+        try:
+            if part.proof.failed:
+                raise PartitionAbandoned(f"{part.proof.label} already failed")
+            part.host = yield rt.stage("synthesis", part, None)
+            yield rt.stage("prep", part, None)
+            # recorded before the put: the worker that takes it acts only after it
+            rt.record("partition_queued", proof=part.proof.id, partition=part.index)
+            yield self.queue.put(part)
+        finally:
+            self.pool.release()
 
     # ---------------------------------------------------------------- GPU workers
 
@@ -161,6 +168,12 @@ class Daemon:
                 part.fail(e)
 
     def _requeue(self, part: Partition) -> Proc:
-        """Back off (the memory that was short may free up), then queue it again."""
-        yield self.rt.sleep(self.config.retry_backoff)
-        yield self.queue.put(part)
+        """Back off (the memory that was short may free up), then make the partition
+        ready again from synthesis: its a, b, c went to the device and died there."""
+        self.rt.free(part.host)
+        part.host = None
+        try:
+            yield self.rt.sleep(self.config.retry_backoff)
+            yield from self.make_ready(part)
+        except SimgpuError as e:
+            part.fail(e)

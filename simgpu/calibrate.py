@@ -1,0 +1,553 @@
+"""`simgpu calibrate`: measure the real prover on this machine and write a profile.
+
+For each size of a ladder (ascending) the prover is set up (keys cached), warmed up, and
+each stage of a fresh partition is timed `repeats` times, one stage at a time, with the
+device synchronised: synthesis in a worker process (as runs do), prep, prestage, kernels
+(per phase: ntt, h_msm, l_msm, a_msm, b1_msm), b_g2_msm, epilogue (with verification).
+Footprints come from the prover's memory plan (exact, and checked against the device
+pool's peak, which is recorded beside it).  Then contention: host memory bandwidth
+(k processes streaming large arrays), k syntheses at once, and prep / b_g2_msm under a
+full synthesis load, to fit the shared-resource terms of the model.  Each stage time
+is fitted (scipy, non-negative least squares on relative error) by the best of a few
+laws in n; buffer sizes likewise.  The raw measurements go into the profile too, so a
+fit can be redone (e.g. on the small sizes only, to test extrapolation).
+
+An interrupted calibration (Ctrl-C, or VRAM exhausted at the top size) still writes
+what it measured and says what is missing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simgpu.errors import OutOfMemory, UserError
+from simgpu.tomlwrite import Inline, dumps
+
+#: Candidate laws for a stage time or a buffer size: basis functions of (n, N).
+LAWS: dict[str, tuple[str, ...]] = {
+    "a + b*n": ("1", "n"),
+    "a + b*N*log2(N)": ("1", "N*log2(N)"),
+    "a + b*n/log2(n)": ("1", "n/log2(n)"),
+    "a + b*N": ("1", "N"),
+    "a + b*n + c*N": ("1", "n", "N"),
+}
+TIME_LAWS = ("a + b*n", "a + b*N*log2(N)", "a + b*n/log2(n)")
+SIZE_LAWS = ("a + b*N", "a + b*n", "a + b*n + c*N")
+PHASES = ("ntt", "h_msm", "l_msm", "a_msm", "b1_msm")
+#: A buffer law that misses a measured size by more than this is replaced by the points.
+EXACT = 0.002
+CPU_STAGES = ("synthesis", "prep", "b_g2_msm", "epilogue")
+
+
+def _basis(term: str, n: float) -> float:
+    N = float(1 << max(0, (int(n) - 1).bit_length()))
+    return float(eval(term, {"__builtins__": {}}, {"n": float(n), "N": N, "log2": math.log2}))  # noqa: S307
+
+
+@dataclass
+class Fit:
+    law: str
+    coeffs: dict[str, float]
+    max_rel_error: float
+
+    def law_table(self) -> Inline:
+        expr = self.law
+        return Inline(law=expr, **self.coeffs)
+
+    def __call__(self, n: float) -> float:
+        names = "abc"
+        return sum(self.coeffs[names[i]] * _basis(t, n) for i, t in enumerate(LAWS[self.law]))
+
+
+def fit_law(ns: list[float], ys: list[float], candidates: tuple[str, ...]) -> Fit:
+    """The candidate law with the smallest worst relative error, coefficients >= 0 fitted
+    by NNLS on relative residuals.  A law needs more points than coefficients, except the
+    one-point case, which is fitted as proportional."""
+    from scipy.optimize import nnls
+
+    ns = [float(x) for x in ns]
+    ys = [float(y) for y in ys]
+    best: Fit | None = None
+    for law in candidates:
+        terms = LAWS[law]
+        if len(ns) < len(terms) and not (len(ns) == 1 and len(terms) == 2):
+            continue
+        use = terms if len(ns) >= len(terms) else terms[1:]
+        w = np.array([1.0 / max(abs(y), 1e-12) for y in ys])
+        A = np.array([[_basis(t, n) for t in use] for n in ns]) * w[:, None]
+        coef, _ = nnls(A, np.ones(len(ys)))
+        if len(use) < len(terms):
+            coef = np.concatenate([[0.0], coef])
+        fit = Fit(law, {"abc"[i]: float(c) for i, c in enumerate(coef)}, 0.0)
+        fit.max_rel_error = max(abs(fit(n) - y) / max(abs(y), 1e-12) for n, y in zip(ns, ys, strict=True))
+        if best is None or fit.max_rel_error < best.max_rel_error - 1e-9:
+            best = fit
+    if best is None:
+        raise UserError("nothing to fit: no measurements")
+    return best
+
+
+# --------------------------------------------------------------------- measuring
+
+
+@dataclass
+class SizeRun:
+    """Measurements at one partition size."""
+
+    constraints: int
+    seconds: dict[str, list[float]] = field(default_factory=dict)  # stage or kernels.phase
+    vram_peak: dict[str, int] = field(default_factory=dict)  # stage -> device pool peak
+    buffers: dict[str, int] = field(default_factory=dict)  # the plan's buffer sizes
+    plan_peak: dict[str, int] = field(default_factory=dict)
+    setup_seconds: float | None = None
+
+    def add(self, key: str, seconds: float) -> None:
+        self.seconds.setdefault(key, []).append(seconds)
+
+
+def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[Any, float]:
+    sync()
+    t = time.perf_counter()
+    out = fn()
+    sync()
+    return out, time.perf_counter() - t
+
+
+def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]) -> SizeRun:
+    """Time every stage at size n (see the module docstring)."""
+    from simgpu.real import groth16
+    from simgpu.real.circuits import CircuitSpec
+    from simgpu.real.executor import ProverExecutor
+    from simgpu.real.prover_footprint import ProverShape, prover_plan, stage_peak
+
+    spec = CircuitSpec(constraints=n)
+    ex = ProverExecutor(spec, settings)
+    run = SizeRun(n, setup_seconds=ex.setup_seconds)
+    backend = ex.backends[0]
+    sync = backend.synchronize
+    try:
+        ex.pool().submit(groth16.synthesize, spec, 999).result()  # start the worker process
+        for rep in range(repeats):
+            seed = 1000 + rep
+            future = ex.pool().submit(groth16.synthesize, spec, seed)
+            t = time.perf_counter()
+            synth = future.result()
+            run.add("synthesis", time.perf_counter() - t)
+            prepared, dt = _timed(lambda s=synth: groth16.prep(s, ex.pk), lambda: None)
+            run.add("prep", dt)
+            plan = prover_plan(
+                ProverShape.from_prepared(prepared),
+                stream_batch=backend.stream_batch,
+                resident_bases=backend.resident_bases,
+            )
+            with backend.peak_scope() as meter:
+                buffers, dt = _timed(lambda p=prepared: groth16.prestage(p, backend), sync)
+            run.add("prestage", dt)
+            run.vram_peak["prestage"] = max(run.vram_peak.get("prestage", 0), meter.peak)
+            phases: dict[str, float] = {}
+            with backend.peak_scope() as meter:
+                out, dt = _timed(
+                    lambda p=prepared, b=buffers, t=phases: groth16.kernels(p, ex.pk, backend, b, timings=t),
+                    sync,
+                )
+            buffers.free()
+            run.add("kernels", dt)
+            run.vram_peak["kernels"] = max(run.vram_peak.get("kernels", 0), meter.peak)
+            for ph in PHASES:
+                run.add(f"kernels.{ph}", phases[ph])
+            g2, dt = _timed(
+                lambda p=prepared: groth16.b_g2_msm(p, ex.pk, settings.b_g2_threads), lambda: None
+            )
+            run.add("b_g2_msm", dt)
+            rng = np.random.default_rng(seed)
+
+            def finish(p=prepared, o=out, g=g2, r=rng):
+                proof = groth16.epilogue(p, ex.pk, o, g, r)
+                if not groth16.verify(ex.vk, p.public_inputs, proof):
+                    raise RuntimeError(f"calibration proof at n={n} does not verify")
+                return proof
+
+            _, dt = _timed(finish, lambda: None)
+            run.add("epilogue", dt)
+            log(f"  n={n:,} repeat {rep + 1}/{repeats}: kernels {run.seconds['kernels'][-1] * 1e3:.1f} ms")
+        run.buffers = {k: int(v) for k, v in plan["buffers"].items()}
+        run.plan_peak = {s: stage_peak(plan, s) for s in ("prestage", "kernels")}
+        run.buffers["_resident_vram"] = sum(plan["buffers"][x] for x in plan["resident"]["vram"])
+        run.buffers["_baseline_vram"] = int(ex.baseline[0])
+    finally:
+        ex.close()
+    return run
+
+
+def _stream(nbytes: int, seconds: float) -> float:
+    """One process copying a large array for about `seconds`: GB/s moved (read + write)."""
+    a = np.ones(nbytes // 8, dtype=np.float64)
+    b = np.empty_like(a)
+    moved = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        np.copyto(b, a)
+        moved += 2 * a.nbytes
+    return moved / (time.perf_counter() - t0) / 1e9
+
+
+def measure_membw(procs: int, nbytes: int = 256 << 20, seconds: float = 1.5) -> float:
+    """Aggregate host memory bandwidth (GB/s) of `procs` processes streaming at once."""
+    import multiprocessing
+
+    with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return float(sum(pool.map(_stream, [nbytes] * procs, [seconds] * procs)))
+
+
+def measure_h2d(nbytes: int = 1 << 30) -> float | None:
+    """Pinned host -> device copy bandwidth (GB/s), or None without CuPy."""
+    try:
+        from simgpu.real.gpu import get_cupy
+
+        cp = get_cupy()
+    except Exception:
+        return None
+    host = cp.cuda.alloc_pinned_memory(nbytes)
+    src = np.frombuffer(host, dtype=np.uint8, count=nbytes)
+    src[:] = np.random.default_rng(0).integers(0, 255, nbytes, dtype=np.uint8)
+    dst = cp.empty(nbytes, dtype=cp.uint8)
+    dst.set(src)
+    cp.cuda.Device().synchronize()
+    t = time.perf_counter()
+    for _ in range(3):
+        dst.set(src)
+    cp.cuda.Device().synchronize()
+    gbps = 3 * nbytes / (time.perf_counter() - t) / 1e9
+    del dst
+    return gbps
+
+
+def _synth_task(spec_n: int, seed: int) -> float:
+    from simgpu.real.circuits import CircuitSpec
+    from simgpu.real.synthesis import synthesize
+
+    t = time.perf_counter()
+    synthesize(CircuitSpec(constraints=spec_n), seed)
+    return time.perf_counter() - t
+
+
+@dataclass
+class Contention:
+    n: int
+    cores: int
+    membw_gbps: float
+    synthesis: dict[int, float]  # k at once -> mean seconds each
+    loaded: dict[str, tuple[float, float]]  # stage -> (alone, under full synthesis load)
+
+
+def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
+    """k syntheses at once for k in ks (each in its own process: CPU-bound Python), and
+    prep / b_g2_msm alone and beside a full load of syntheses."""
+    import multiprocessing
+
+    from simgpu.real import groth16
+    from simgpu.real.circuits import CircuitSpec
+    from simgpu.real.executor import ProverExecutor
+    from simgpu.real.synthesis import synthesize
+
+    cores = os.cpu_count() or 1
+    membw = measure_membw(cores)
+    log(f"  host memory bandwidth, {cores} processes: {membw:.1f} GB/s")
+    ctx = multiprocessing.get_context("spawn")
+    times: dict[int, float] = {}
+    with ProcessPoolExecutor(max(ks), mp_context=ctx) as pool:
+        list(pool.map(_synth_task, [64] * max(ks), range(max(ks))))  # start the workers
+        for k in ks:
+            times[k] = statistics.mean(pool.map(_synth_task, [n] * k, range(k)))
+            log(f"  {k} syntheses at once: {times[k]:.3f} s each")
+        spec = CircuitSpec(constraints=n)
+        ex = ProverExecutor(spec, settings)
+        try:
+            synth = synthesize(spec, 7)
+            prepared = groth16.prep(synth, ex.pk)
+            loaded: dict[str, tuple[float, float]] = {}
+            fns = {
+                "prep": lambda: groth16.prep(synth, ex.pk),
+                "b_g2_msm": lambda: groth16.b_g2_msm(prepared, ex.pk, settings.b_g2_threads),
+            }
+            for name, fn in fns.items():
+                _, alone = _timed(fn, lambda: None)
+                load = [pool.submit(_synth_task, n, 100 + i) for i in range(max(ks))]
+                time.sleep(0.2)  # let the load start
+                _, busy = _timed(fn, lambda: None)
+                for f in load:
+                    f.result()
+                loaded[name] = (alone, busy)
+                log(f"  {name}: {alone:.3f} s alone, {busy:.3f} s beside {max(ks)} syntheses")
+        finally:
+            ex.close()
+    return Contention(n, cores, membw, times, loaded)
+
+
+def fit_synthesis_contention(c: Contention) -> dict[str, Inline]:
+    """Bound fractions of synthesis on cores and on memory bandwidth, and its bandwidth
+    demand, from the k-at-once times: slowdown(k) = 1 + fc (max(1, k/C) - 1) + fm (max(1,
+    k d / B) - 1)."""
+    from scipy.optimize import least_squares
+
+    ks = sorted(c.synthesis)
+    base = c.synthesis[ks[0]]
+    slow = np.array([c.synthesis[k] / base for k in ks])
+
+    def model(p: np.ndarray) -> np.ndarray:
+        fc, fm, d = p
+        return np.array(
+            [1 + fc * (max(1.0, k / c.cores) - 1) + fm * (max(1.0, k * d / c.membw_gbps) - 1) for k in ks]
+        )
+
+    res = least_squares(
+        lambda p: model(p) - slow,
+        x0=[0.5, 0.3, c.membw_gbps / c.cores],
+        bounds=([0, 0, 0], [1, 1, c.membw_gbps]),
+    )
+    fc, fm, d = (float(x) for x in res.x)
+    if fc + fm > 1:
+        fc, fm = fc / (fc + fm), fm / (fc + fm)
+    return {
+        "cores": Inline(demand=1.0, bound=round(fc, 4)),
+        "membw": Inline(demand=round(d, 3), bound=round(fm, 4)),
+    }
+
+
+def fit_loaded(c: Contention, stage: str, threads: int) -> dict[str, Inline]:
+    """A CPU stage's bound fraction on cores from its time beside a full synthesis load."""
+    alone, busy = c.loaded[stage]
+    load = max(c.synthesis) + threads
+    over = max(1.0, load / c.cores)
+    f = 0.0 if over <= 1.0 else min(1.0, max(0.0, (busy / alone - 1) / (over - 1)))
+    return {"cores": Inline(demand=float(threads), bound=round(f, 4))}
+
+
+# --------------------------------------------------------------------- the profile
+
+
+def _hardware_facts(
+    settings: Any, runs: list[SizeRun], membw: float | None, h2d: float | None
+) -> dict[str, Any]:
+    from simgpu.real.executor import host_ram
+
+    gpu, vram, driver = "CPU backend (emulated device)", settings.vram_limit or (1 << 40), ""
+    if settings.backend == "cupy":
+        from simgpu.real.gpu import get_cupy
+
+        cp = get_cupy()
+        props = cp.cuda.runtime.getDeviceProperties(0)
+        gpu = props["name"].decode()
+        vram = settings.vram_limit or int(cp.cuda.runtime.memGetInfo()[1])
+        driver = str(cp.cuda.runtime.driverGetVersion())
+    return {
+        "gpu": gpu,
+        "vram": int(vram),
+        "cpu_cores": os.cpu_count() or 1,
+        "host_ram": host_ram(),
+        "host_resident": 0,
+        "membw_gbps": round(membw, 2) if membw else 50.0,
+        "h2d_gbps": round(h2d, 2) if h2d else 25.0,
+        "driver": driver,
+    }
+
+
+def build_profile(
+    name: str,
+    runs: list[SizeRun],
+    contention: Contention | None,
+    settings: Any,
+    h2d: float | None,
+    partitions: int,
+    missing: list[str],
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """The profile document and the fit error of each law."""
+    from simgpu.real.circuits import CircuitSpec
+    from simgpu.real.prover_footprint import ProverShape, prover_plan
+    from simgpu.real.prover_profile import footprint_tables
+
+    ns = [r.constraints for r in runs]
+    errors: dict[str, float] = {}
+
+    def fitted(key: str, laws: tuple[str, ...]) -> Inline:
+        ys = [statistics.median(r.seconds[key]) for r in runs]
+        f = fit_law(ns, ys, laws)
+        errors[key] = f.max_rel_error
+        return f.law_table()
+
+    top = runs[-1]
+    spec = CircuitSpec(constraints=top.constraints)
+    plan = prover_plan(
+        ProverShape.estimate(spec),
+        stream_batch=settings.stream_batch or (1 << 22),
+        resident_bases=settings.resident_bases,
+    )
+    _, stages_fp, _, _ = footprint_tables(plan)
+    buffers: dict[str, Any] = {}
+    for buf in stages_buffers(stages_fp):
+        ys = [float(r.buffers[buf]) for r in runs]
+        if max(ys) == 0:
+            buffers[buf] = 0
+            continue
+        f = fit_law(ns, ys, SIZE_LAWS)
+        if f.max_rel_error > EXACT:
+            # a footprint that steps with the MSM window: keep the measured points
+            buffers[buf] = Inline(points=[[n, int(y)] for n, y in zip(ns, ys, strict=True)])
+            errors[f"buffer {buf}"] = 0.0
+        else:
+            errors[f"buffer {buf}"] = f.max_rel_error
+            buffers[buf] = f.law_table()
+    resident = fit_law(ns, [float(max(1, r.buffers["_baseline_vram"])) for r in runs], SIZE_LAWS)
+    errors["vram_resident"] = resident.max_rel_error
+    hw = _hardware_facts(settings, runs, contention.membw_gbps if contention else None, h2d)
+    hw["vram_resident"] = resident.law_table()
+    uses: dict[str, dict[str, Inline]] = {"kernels": {"gpu": Inline(demand=1.0, bound=1.0)}}
+    uses["prestage"] = {"h2d": Inline(demand=float(hw["h2d_gbps"]), bound=1.0)}
+    if contention:
+        uses["synthesis"] = fit_synthesis_contention(contention)
+        uses["prep"] = fit_loaded(contention, "prep", 1)
+        uses["b_g2_msm"] = fit_loaded(contention, "b_g2_msm", settings.b_g2_threads)
+
+    def cv(key: str) -> float:
+        vals = [
+            x
+            for r in runs
+            for x in [np.std(r.seconds[key]) / np.mean(r.seconds[key])]
+            if len(r.seconds[key]) > 1
+        ]
+        return round(float(max(0.01, statistics.median(vals))) if vals else 0.02, 4)
+
+    stages: dict[str, Any] = {}
+    for st, fp in stages_fp.items():
+        entry: dict[str, Any] = {"on": "gpu" if st in ("prestage", "kernels") else "cpu"}
+        entry.update({k: v for k, v in fp.items() if k != "phases"})
+        entry["noise_cv"] = cv(st)
+        if st in uses:
+            entry["uses"] = Inline(uses[st])
+        if "phases" in fp:
+            entry["phases"] = [
+                dict(ph, time=fitted(f"kernels.{ph['name']}", TIME_LAWS)) for ph in fp["phases"]
+            ]
+        else:
+            entry["time"] = fitted(st, TIME_LAWS)
+        stages[st] = entry
+    wl_name = f"groth16-n{top.constraints}"
+    estimate = fit_law(
+        ns,
+        [float(r.buffers["host_abc"] + r.buffers["host_aux"] + r.buffers["host_prep"]) for r in runs],
+        SIZE_LAWS,
+    )
+    measurements = {
+        f"n{r.constraints}": {
+            "constraints": r.constraints,
+            **{k.replace(".", "_"): [round(x, 6) for x in v] for k, v in r.seconds.items()},
+            "vram_peak_prestage": r.vram_peak.get("prestage", 0),
+            "vram_peak_kernels": r.vram_peak.get("kernels", 0),
+            "plan_peak_prestage": r.plan_peak.get("prestage", 0),
+            "plan_peak_kernels": r.plan_peak.get("kernels", 0),
+            "baseline_vram": r.buffers["_baseline_vram"],
+        }
+        for r in runs
+    }
+    doc = {
+        "profile": {
+            "name": name,
+            "description": f"the simgpu Groth16 prover ({settings.backend}) measured on {hw['gpu']}",
+            "source": f"simgpu calibrate, {time.strftime('%Y-%m-%d')}, {platform.node()}",
+            "default_workload": wl_name,
+        },
+        "hardware": hw,
+        "workloads": {wl_name: {"partitions": partitions, "constraints": top.constraints}},
+        "memory": {"partition_estimate": estimate.law_table()},
+        "buffers": buffers,
+        "stages": stages,
+        "calibration": {
+            "backend": settings.backend,
+            "sizes": ns,
+            "repeats": max(len(v) for v in top.seconds.values()),
+            "missing": missing,
+            "fit_max_rel_error": {
+                k.replace(".", "_").replace(" ", "_"): round(v, 4) for k, v in errors.items()
+            },
+            "measurements": measurements,
+        },
+    }
+    return doc, errors
+
+
+def stages_buffers(stages_fp: dict[str, dict[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for fp in stages_fp.values():
+        for key in ("host_out", "vram_out", "vram_in", "host_release"):
+            names += [b for b in fp.get(key, []) if b not in names]
+        for ph in fp.get("phases", []):
+            names += [b for b in ph.get("transient", []) + ph.get("release", []) if b not in names]
+    return names
+
+
+def calibrate(
+    out: Path,
+    sizes: list[int],
+    settings: Any,
+    repeats: int = 3,
+    contention_size: int | None = None,
+    partitions: int = 4,
+    name: str | None = None,
+    log: Callable[[str], None] = print,
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Measure, fit, write `out`.  Returns (profile document, fit errors)."""
+    runs: list[SizeRun] = []
+    missing: list[str] = []
+    contention = None
+    h2d = None
+    try:
+        if settings.backend == "cupy":
+            h2d = measure_h2d()
+            log(f"host-to-device copy: {h2d:.1f} GB/s")
+        for i, n in enumerate(sizes):
+            log(f"[{i + 1}/{len(sizes)}] n = {n:,} constraints")
+            try:
+                runs.append(measure_size(n, settings, repeats, log))
+            except OutOfMemory as e:
+                missing += [
+                    f"n={m}: not measured ({'VRAM exhausted: ' + str(e) if m == n else 'after an OOM'})"
+                    for m in sizes[i:]
+                ]
+                log(f"  stopped: {e}")
+                break
+        if runs:
+            cn = contention_size or runs[len(runs) // 2].constraints
+            cores = os.cpu_count() or 1
+            ks = sorted({1, 2, max(1, cores // 2), cores, 2 * cores})
+            log(f"contention at n = {cn:,}: k = {ks}")
+            contention = measure_contention(cn, settings, ks, log)
+    except KeyboardInterrupt:
+        done = {r.constraints for r in runs}
+        missing += [f"n={n}: not measured (interrupted)" for n in sizes if n not in done]
+        if contention is None:
+            missing.append("contention: not measured (interrupted)")
+        log("interrupted: writing what was measured")
+    if not runs:
+        raise UserError("calibration measured nothing: no profile written")
+    if contention is None and "contention: not measured (interrupted)" not in missing:
+        missing.append("contention: not measured")
+    doc, errors = build_profile(name or out.stem, runs, contention, settings, h2d, partitions, missing)
+    header = (
+        f"simgpu profile written by `simgpu calibrate` on {time.strftime('%Y-%m-%d %H:%M')}.\n"
+        "Stage times are fitted laws (see [calibration] for the raw measurements and fit errors);\n"
+        "buffers and stage footprints come from the prover's memory plan (simgpu.real.prover_footprint)."
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(dumps(doc, header))
+    return doc, errors

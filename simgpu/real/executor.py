@@ -1,0 +1,269 @@
+"""The real Groth16 prover as RealRuntime's stage executor.
+
+Each stage of a partition calls simgpu.real.groth16 on the partition's data:
+synthesis in a pool of worker processes (CPU-heavy Python, outside this process's GIL),
+prep / b_g2_msm / epilogue on the calling thread (arkworks releases the GIL), prestage
+and kernels on the worker's device backend (CuPy, or the CPU backend whose VRAM is a
+capped ledger).  Every partition proof is verified in its epilogue; a proof that does
+not verify fails its partition with `ProofInvalid`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simgpu.errors import SimgpuError, UserError
+from simgpu.profile import Resolved, profile_from_dict
+from simgpu.real import groth16
+from simgpu.real.circuits import CircuitSpec
+from simgpu.real.prover_footprint import ProverShape, prover_plan
+from simgpu.real.prover_profile import prover_profile_dict
+from simgpu.real.setup import cached_keys
+from simgpu.real.synthesis import synthesize
+from simgpu.sched.work import Partition
+
+GPU_STAGES = ("prestage", "kernels")
+SETUP_SEED = 20260601
+
+
+class ProofInvalid(SimgpuError):
+    """A partition proof that the verifier rejected."""
+
+
+@dataclass(eq=False)
+class HostData:
+    """A partition's data in host RAM: the synthesis output, then the prepped scalars.
+    Freeing it drops the references (the memory goes back when nothing else holds it)."""
+
+    synth: Any = None
+    prepared: Any = None
+
+    def free(self) -> None:
+        self.synth = None
+        self.prepared = None
+
+
+def host_rss() -> int:
+    """Resident set size of this process, in bytes (Linux /proc)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def host_ram() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return 0
+
+
+@dataclass
+class ProverSettings:
+    backend: str = "cpu"  # "cpu" or "cupy"
+    devices: int = 1
+    vram_limit: int | None = None
+    partition_workers: int = 2
+    b_g2_threads: int = 2
+    resident_bases: bool = False
+    stream_batch: int | None = None
+    keys_dir: Path = field(default_factory=lambda: Path(os.environ.get("SIMGPU_KEYS", "out/keys")))
+    total_budget: int | None = None
+    safety_margin: int = 2 << 30
+    seed: int = 0
+
+
+class ProverExecutor:
+    """Runs the prover's stages for RealRuntime (see simgpu.real.runtime.StageExecutor)."""
+
+    def __init__(self, spec: CircuitSpec, settings: ProverSettings) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.backends = [self._make_backend(d) for d in range(settings.devices)]
+        self.pk, self.vk, self.setup_seconds = cached_keys(
+            spec, SETUP_SEED, settings.keys_dir, self.backends[0] if settings.backend == "cupy" else None
+        )
+        for b in self.backends:
+            groth16.preload(self.pk, b)
+        self._pool: ProcessPoolExecutor | None = None
+        self._peaks = [0] * settings.devices
+        self._peak_lock = threading.Lock()
+        self.verified: dict[tuple[int, int], bool] = {}
+        self._warm_up()
+        self.baseline = [b.used() for b in self.backends]
+        plan = prover_plan(
+            ProverShape.estimate(spec),
+            stream_batch=self.backends[0].stream_batch,
+            resident_bases=settings.resident_bases,
+        )
+        self.plan = plan
+        self._resolved: Resolved = profile_from_dict(
+            prover_profile_dict(
+                plan,
+                name="prover",
+                hardware=self.hardware(),
+                workload={"name": "run", "partitions": 1, "constraints": spec.constraints},
+            )
+        ).resolve(spec.constraints)
+
+    # ------------------------------------------------------------ set-up
+
+    def _make_backend(self, device: int) -> Any:
+        s = self.settings
+        kw: dict[str, Any] = {"resident_bases": s.resident_bases}
+        if s.stream_batch:
+            kw["stream_batch"] = s.stream_batch
+        if s.backend == "cupy":
+            from simgpu.real.backend import CupyBackend
+
+            return CupyBackend(device=device, vram_limit=s.vram_limit, **kw)
+        if s.backend == "cpu":
+            from simgpu.real.cpu_backend import CpuBackend
+
+            return CpuBackend(vram_limit=s.vram_limit, device=device, **kw)
+        raise UserError(f"unknown backend {s.backend!r} (cupy or cpu)")
+
+    def _warm_up(self) -> None:
+        """Prove one partition per device before the run: kernel compilation, NTT tables
+        and pinned copies happen here, not in the first measured partition.  The warm-up
+        proof is verified too."""
+        synth = synthesize(self.spec, 0)
+        for b in self.backends:
+            proof = groth16.prove(self.pk, synth, b, threads=self.settings.b_g2_threads)
+            if not groth16.verify(self.vk, synth.public_inputs, proof):
+                raise ProofInvalid("the warm-up proof did not verify: the prover is broken here")
+
+    def hardware(self) -> dict[str, Any]:
+        b = self.backends[0]
+        return {
+            "gpu": self.device_name(),
+            "vram": int(b.capacity()),
+            "vram_resident": 0,
+            "cpu_cores": os.cpu_count() or 1,
+            "host_ram": host_ram() or (1 << 40),
+            "host_resident": 0,
+            "membw_gbps": 1.0,
+            "h2d_gbps": 1.0,
+            "devices": self.settings.devices,
+        }
+
+    def device_name(self) -> str:
+        if self.settings.backend == "cupy":
+            from simgpu.real.gpu import get_cupy
+
+            cp = get_cupy()
+            return cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        return "CPU backend (emulated device)"
+
+    def pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            import multiprocessing
+
+            # spawn, not fork: this process has threads (and CUDA) that a fork would copy
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.settings.partition_workers,
+                mp_context=multiprocessing.get_context("spawn"),
+            )
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    # ------------------------------------------------------------ stages
+
+    def stage_on(self, name: str) -> str:
+        return "gpu" if name in GPU_STAGES else "cpu"
+
+    def partition_seed(self, part: Partition) -> int:
+        # distinct witnesses per (run seed, proof, partition); 0 is the warm-up's
+        return 1 + (self.settings.seed * 1_000_003 + part.proof.id) * 1009 + part.index
+
+    def run_stage(self, name: str, part: Partition, device: int | None, inputs: dict[str, Any]) -> Any:
+        if name == "synthesis":
+            future = self.pool().submit(synthesize, self.spec, self.partition_seed(part))
+            return HostData(synth=future.result())
+        host: HostData = part.host
+        if name == "prep":
+            host.prepared = groth16.prep(host.synth, self.pk)
+            host.synth = None  # prep holds a, b, c until prestage uploads them
+            return host
+        if name == "prestage":
+            return self._on_device(device, lambda b: groth16.prestage(host.prepared, b))
+        if name == "kernels":
+            out = self._on_device(
+                device, lambda b: groth16.kernels(host.prepared, self.pk, b, inputs.get("buffers"))
+            )
+            part.outputs["kernels"] = out
+            return out
+        if name == "b_g2_msm":
+            g2 = groth16.b_g2_msm(host.prepared, self.pk, self.settings.b_g2_threads)
+            part.outputs["b_g2_msm"] = g2
+            return g2
+        if name == "epilogue":
+            rng = np.random.default_rng(self.partition_seed(part))
+            proof = groth16.epilogue(
+                host.prepared, self.pk, part.outputs["kernels"], part.outputs["b_g2_msm"], rng
+            )
+            ok = groth16.verify(self.vk, host.prepared.public_inputs, proof)
+            self.verified[(part.proof.id, part.index)] = ok
+            if not ok:
+                raise ProofInvalid(f"{part.label}: the proof does not verify")
+            part.outputs["proof"] = proof
+            return proof
+        raise UserError(f"the prover has no stage {name!r}")
+
+    def _on_device(self, device: int | None, fn: Any) -> Any:
+        backend = self.backends[device or 0]
+        with backend.peak_scope() as meter:
+            out = fn(backend)
+            backend.synchronize()
+        with self._peak_lock:
+            self._peaks[device or 0] = max(self._peaks[device or 0], meter.peak)
+        return out
+
+    def free(self, handle: Any) -> None:
+        handle.free()
+
+    # ------------------------------------------------------------ memory
+
+    def devices(self) -> int:
+        return self.settings.devices
+
+    def vram_capacity(self, device: int) -> int:
+        return int(self.backends[device].capacity())
+
+    def vram_resident(self, device: int) -> int:
+        return int(self.baseline[device])
+
+    def vram_used(self, device: int) -> int:
+        return int(self.backends[device].used())
+
+    def vram_peak(self, device: int) -> int:
+        return self._peaks[device]
+
+    def vram_estimate(self, part: Partition, stages: tuple[str, ...]) -> int:
+        return self._resolved.vram_peak(stages)
+
+    def partition_estimate(self, part: Partition) -> int:
+        return self._resolved.partition_estimate
+
+    def host_capacity(self) -> int:
+        return host_ram() or (1 << 40)
+
+    def host_budget(self) -> int:
+        s = self.settings
+        total = s.total_budget if s.total_budget is not None else self.host_capacity() - s.safety_margin
+        return max(self._resolved.partition_estimate, total - host_rss())
+
+    def host_rss(self) -> int:
+        return host_rss()
