@@ -154,11 +154,15 @@ def main() -> None:
     write_markdown(Path(args.out), rows, prof, wl, tight, args)
 
 
+def _num(x):
+    return "-" if x is None else f"{x:.3f}"
+
+
 def _pct(x):
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
-def write_markdown(path: Path, rows, prof, wl, tight, args) -> None:
+def write_markdown(path: Path, rows, prof, wl, tight, args, cap_searched: bool = True) -> None:
     lines = [
         f"Profile `{prof.name}` ({prof.hardware.gpu}); workload {wl.partitions} partitions x "
         f"{wl.constraints:,} constraints, {args.proofs} proofs per configuration, "
@@ -182,7 +186,7 @@ def write_markdown(path: Path, rows, prof, wl, tight, args) -> None:
         cap = "card" if r["vram_cap"] is None else f"{r['vram_cap'] / MiB:.0f} MiB"
         lines.append(
             f"| {r['design']} | {r['gpu_workers']} | {r['concurrency']} | {cap} | "
-            f"{thr['predicted'] or 0:.3f} / {thr['measured'] or 0:.3f} | {_pct(thr['rel_error'])} | "
+            f"{_num(thr['predicted'])} / {_num(thr['measured'])} | {_pct(thr['rel_error'])} | "
             f"{_pct(c['latency p50 (s)']['rel_error'])} | {_pct(c['latency p95 (s)']['rel_error'])} | "
             f"{busy['predicted']:.2f} / {busy['measured']:.2f} | "
             f"{vram['predicted']:.0f} / {vram['measured']:.0f} | {_pct(vram['rel_error'])} | "
@@ -196,8 +200,10 @@ def write_markdown(path: Path, rows, prof, wl, tight, args) -> None:
         if thr_err and vram_err
         else "",
         "",
-        f"Two-lock cap from the model: {'none found' if tight is None else f'{tight / MiB:.0f} MiB'}.",
     ]
+    if cap_searched:
+        found = "none found" if tight is None else f"{tight / MiB:.0f} MiB"
+        lines.append(f"Two-lock cap from the model at this size: {found}.")
     path.parent.mkdir(parents=True, exist_ok=True)
     marker_a, marker_b = "<!-- validation-sweep -->", "<!-- /validation-sweep -->"
     text = path.read_text() if path.exists() else "# Validation\n\n" + marker_a + "\n" + marker_b + "\n"

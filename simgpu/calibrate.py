@@ -41,18 +41,24 @@ LAWS: dict[str, tuple[str, ...]] = {
     "a + b*n/log2(n)": ("1", "n/log2(n)"),
     "a + b*N": ("1", "N"),
     "a + b*n + c*N": ("1", "n", "N"),
+    "a + b*sqrt(n) + c*n": ("1", "sqrt(n)", "n"),
 }
-TIME_LAWS = ("a + b*n", "a + b*N*log2(N)", "a + b*n/log2(n)")
+TIME_LAWS = ("a + b*n", "a + b*N*log2(N)", "a + b*n/log2(n)", "a + b*sqrt(n) + c*n")
 SIZE_LAWS = ("a + b*N", "a + b*n", "a + b*n + c*N")
 PHASES = ("ntt", "h_msm", "l_msm", "a_msm", "b1_msm")
 #: A buffer law that misses a measured size by more than this is replaced by the points.
 EXACT = 0.002
+#: A time law that misses a measured size by more than this is replaced by the measured
+#: medians (linear between sizes, the nearest segment's slope beyond): the model then
+#: reproduces every calibrated size, and the fit error is still reported.
+TIME_EXACT = 0.05
 CPU_STAGES = ("synthesis", "prep", "b_g2_msm", "epilogue")
 
 
 def _basis(term: str, n: float) -> float:
     N = float(1 << max(0, (int(n) - 1).bit_length()))
-    return float(eval(term, {"__builtins__": {}}, {"n": float(n), "N": N, "log2": math.log2}))  # noqa: S307
+    env = {"n": float(n), "N": N, "log2": math.log2, "sqrt": math.sqrt}
+    return float(eval(term, {"__builtins__": {}}, env))  # noqa: S307
 
 
 @dataclass
@@ -381,10 +387,8 @@ def build_profile(
     errors: dict[str, float] = {}
 
     def fitted(key: str, laws: tuple[str, ...]) -> Inline:
-        ys = [statistics.median(r.seconds[key]) for r in runs]
-        f = fit_law(ns, ys, laws)
-        errors[key] = f.max_rel_error
-        return f.law_table()
+        law, errors[key] = time_law(ns, [statistics.median(r.seconds[key]) for r in runs])
+        return law
 
     top = runs[-1]
     spec = CircuitSpec(constraints=top.constraints)
@@ -484,6 +488,73 @@ def build_profile(
         },
     }
     return doc, errors
+
+
+def time_law(ns: list[int], ys: list[float]) -> tuple[Inline, float]:
+    """The best time law over the ladder, or the measured points where no law is within
+    TIME_EXACT of every size.  Returns (TOML law, worst relative error of the best law)."""
+    f = fit_law(ns, ys, TIME_LAWS)
+    if f.max_rel_error > TIME_EXACT:
+        return Inline(points=[[n, round(y, 7)] for n, y in zip(ns, ys, strict=True)]), f.max_rel_error
+    return f.law_table(), f.max_rel_error
+
+
+def measured_medians(
+    doc: dict[str, Any], key: str, max_size: int | None = None
+) -> tuple[list[int], list[float]]:
+    """(sizes, median seconds) of one stage or kernels phase ('kernels_h_msm') from a
+    profile's [calibration.measurements]."""
+    rows = sorted(doc["calibration"]["measurements"].values(), key=lambda r: r["constraints"])
+    rows = [r for r in rows if max_size is None or r["constraints"] <= max_size]
+    return [r["constraints"] for r in rows], [statistics.median(r[key]) for r in rows]
+
+
+def refit_times(doc: dict[str, Any], max_size: int | None = None) -> dict[str, float]:
+    """Fit every stage time of a calibrated profile again from its stored measurements
+    (only sizes <= max_size if given), in place.  Returns the fit errors."""
+    errors: dict[str, float] = {}
+    for name, st in doc["stages"].items():
+        if "phases" in st:
+            for ph in st["phases"]:
+                key = f"{name}_{ph['name']}"
+                ph["time"], errors[key] = time_law(*measured_medians(doc, key, max_size))
+        else:
+            st["time"], errors[name] = time_law(*measured_medians(doc, name, max_size))
+    return errors
+
+
+def _inline_laws(doc: Any, key: str = "") -> Any:
+    """A profile read back from TOML, with laws and resource uses marked inline again."""
+    if isinstance(doc, dict):
+        if key == "uses" or "law" in doc or "points" in doc or key in ("demand_bound",):
+            return Inline({k: _inline_laws(v, k) for k, v in doc.items()})
+        return {k: _inline_laws(v, k) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_inline_laws(v) for v in doc]
+    return doc
+
+
+def refit_profile(src: Path, out: Path, max_size: int | None = None) -> dict[str, float]:
+    """Refit the stage times of the calibrated profile `src` from its stored
+    measurements (sizes <= max_size if given) and write it to `out`."""
+    import tomllib
+
+    try:
+        doc = tomllib.loads(src.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UserError(f"cannot read profile {src}: {e}") from None
+    if "measurements" not in doc.get("calibration", {}):
+        raise UserError(f"{src} has no [calibration.measurements]: it was not written by calibrate")
+    errors = refit_times(doc, max_size)
+    cal = doc["calibration"]
+    cal["refit_max_size"] = max_size or max(r["constraints"] for r in cal["measurements"].values())
+    cal["fit_max_rel_error"].update({k: round(v, 4) for k, v in errors.items()})
+    header = "\n".join(
+        line[2:] for line in src.read_text().splitlines() if line.startswith("# ")
+    ) or "simgpu profile"
+    header += f"\nStage times refitted from the stored measurements (sizes <= {cal['refit_max_size']})."
+    out.write_text(dumps(_inline_laws(doc), header))
+    return errors
 
 
 def stages_buffers(stages_fp: dict[str, dict[str, Any]]) -> list[str]:

@@ -153,9 +153,10 @@ class Law:
 
 @dataclass(frozen=True)
 class PointsLaw:
-    """A quantity measured at a few sizes: linear between neighbouring points, and the
-    nearest segment's slope beyond them.  Exact where it was measured, which matters
-    for footprints that step with the MSM window and fit no smooth law."""
+    """A quantity measured at a few sizes: linear between neighbouring points and, beyond
+    them, along the nearest segment if it rises (else flat: a noisy falling segment says
+    nothing about larger sizes).  Exact where it was measured, which matters for
+    footprints that step with the MSM window and fit no smooth law."""
 
     points: tuple[tuple[float, float], ...]
 
@@ -167,6 +168,8 @@ class PointsLaw:
         while i < len(pts) - 1 and n > pts[i][0]:
             i += 1
         (x0, y0), (x1, y1) = pts[i - 1], pts[i]
+        if (n > x1 or n < x0) and y1 <= y0:
+            return y1 if n > x1 else y0
         return max(0.0, y0 + (y1 - y0) * (n - x0) / (x1 - x0))
 
     def to_toml(self) -> Any:

@@ -131,3 +131,85 @@ def test_without_retries_the_proof_fails_with_the_reason_and_nothing_leaks(keys_
         assert ex.vram_used(0) == ex.baseline[0]
     finally:
         ex.close()
+
+
+def test_simgpu_run_reports_like_predict_plus_verification(keys_dir):
+    import json
+
+    from typer.testing import CliRunner
+
+    from simgpu.cli import app
+
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--backend",
+            "cpu",
+            "--constraints",
+            "2^6",
+            "--design",
+            "split-finalizer",
+            "--keys-dir",
+            str(keys_dir),
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "simgpu.report/1" and doc["mode"] == "run"
+    assert doc["proofs"] == {"submitted": 2, "completed": 2, "failed": 0}
+    assert doc["verification"] == {"partitions_verified": 4, "partitions_rejected": 0, "proofs_verified": 2}
+
+
+def test_validate_lines_up_prediction_and_measurement(keys_dir, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from simgpu.cli import app
+
+    prof = tmp_path / "cpu.toml"
+    r = CliRunner().invoke(
+        app,
+        [
+            "calibrate",
+            "--out",
+            str(prof),
+            "--backend",
+            "cpu",
+            "--sizes",
+            "2^6",
+            "--repeats",
+            "1",
+            "--keys-dir",
+            str(keys_dir),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(
+        app,
+        [
+            "validate",
+            "--profile",
+            str(prof),
+            "--backend",
+            "cpu",
+            "--proofs",
+            "2",
+            "--partition-workers",
+            "2",
+            "--runs",
+            "2",
+            "--keys-dir",
+            str(keys_dir),
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    rows = {c["metric"]: c for c in doc["comparison"]}
+    assert rows["OOM"]["predicted"] is False and rows["OOM"]["measured"] is False
+    # footprints come from the same memory plan: the peak matches to the byte on the CPU backend
+    assert rows["peak VRAM (MiB)"]["predicted"] == pytest.approx(rows["peak VRAM (MiB)"]["measured"])
+    assert doc["measured"]["verification"]["proofs_verified"] == 2

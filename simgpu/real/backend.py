@@ -230,16 +230,24 @@ class CupyBackend:
         self._cache_lock = threading.Lock()  # GPU workers of one device share the caches
 
     # --- memory -----------------------------------------------------------------------
-    def _exhausted(self, name: str, err: BaseException) -> VramExhausted:
+    def _exhausted(self, name: str, err: BaseException, free: int) -> VramExhausted:
+        """`free`: what the pool could still give when the allocation failed."""
         cap = self.capacity()
-        used = int(self.pool.used_bytes())
         if isinstance(err, VramExhausted):
-            requested, inner = err.requested, f" ({err.buffer})" if err.buffer else ""
+            # the kernels measured it at the failing allocation itself
+            requested, inner, free = err.requested, f" ({err.buffer})" if err.buffer else "", err.free
         else:
             requested, inner = int(getattr(err, "_size", 0)), ""
-        return VramExhausted(
-            f"gpu{self.device}", requested, cap - used, cap, buffer=f"{name}{inner}"
-        )
+        return VramExhausted(f"gpu{self.device}", requested, free, cap, buffer=f"{name}{inner}")
+
+    def _free_now(self) -> int:
+        """Bytes the pool can still hand out: under a cap, the limit less everything it
+        holds (its cache of freed blocks counts against the limit too)."""
+        limit = self.pool.get_limit()
+        if limit:
+            return max(0, int(limit) - int(self.pool.total_bytes()))
+        free, _ = self.cp.cuda.runtime.memGetInfo()
+        return int(free) + int(self.pool.free_bytes())
 
     def _guarded(self, name: str, fn: Callable[[], T], *, retry: bool = True) -> T:
         """Run fn and translate running out of memory into VramExhausted naming `name`.
@@ -261,8 +269,9 @@ class CupyBackend:
         try:
             return fn()
         except oom as e:
+            free = self._free_now()  # before the failed call's buffers go back
             traceback.clear_frames(e.__traceback__)
-            err = self._exhausted(name, e)
+            err = self._exhausted(name, e, free)
         # Raised outside the except block: no traceback keeps the failed call's arrays alive.
         raise err
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from simgpu.errors import SimgpuError, UserError
+from simgpu.errors import OutOfMemory, SimgpuError, UserError
 from simgpu.profile import Resolved, profile_from_dict
 from simgpu.real import groth16
 from simgpu.real.circuits import CircuitSpec
@@ -87,10 +87,16 @@ class ProverExecutor:
     def __init__(self, spec: CircuitSpec, settings: ProverSettings) -> None:
         self.spec = spec
         self.settings = settings
-        self.backends = [self._make_backend(d) for d in range(settings.devices)]
+        # The trusted setup (on the GPU for CuPy) needs far more memory than proving: make
+        # the keys on an uncapped device, then emulate the smaller card.
+        self.backends = [self._make_backend(d, capped=False) for d in range(settings.devices)]
         self.pk, self.vk, self.setup_seconds = cached_keys(
             spec, SETUP_SEED, settings.keys_dir, self.backends[0] if settings.backend == "cupy" else None
         )
+        if settings.vram_limit and settings.backend == "cupy":
+            for b in self.backends:
+                b.pool.free_all_blocks()
+                b.set_vram_limit(settings.vram_limit)
         for b in self.backends:
             groth16.preload(self.pk, b)
         self._pool: ProcessPoolExecutor | None = None
@@ -116,7 +122,7 @@ class ProverExecutor:
 
     # ------------------------------------------------------------ set-up
 
-    def _make_backend(self, device: int) -> Any:
+    def _make_backend(self, device: int, capped: bool = True) -> Any:
         s = self.settings
         kw: dict[str, Any] = {"resident_bases": s.resident_bases}
         if s.stream_batch:
@@ -124,7 +130,7 @@ class ProverExecutor:
         if s.backend == "cupy":
             from simgpu.real.backend import CupyBackend
 
-            return CupyBackend(device=device, vram_limit=s.vram_limit, **kw)
+            return CupyBackend(device=device, vram_limit=s.vram_limit if capped else None, **kw)
         if s.backend == "cpu":
             from simgpu.real.cpu_backend import CpuBackend
 
@@ -134,10 +140,16 @@ class ProverExecutor:
     def _warm_up(self) -> None:
         """Prove one partition per device before the run: kernel compilation, NTT tables
         and pinned copies happen here, not in the first measured partition.  The warm-up
-        proof is verified too."""
+        proof is verified too; a card too small for one partition is a user error."""
         synth = synthesize(self.spec, 0)
         for b in self.backends:
-            proof = groth16.prove(self.pk, synth, b, threads=self.settings.b_g2_threads)
+            try:
+                proof = groth16.prove(self.pk, synth, b, threads=self.settings.b_g2_threads)
+            except OutOfMemory as e:
+                raise UserError(
+                    f"--vram {self.settings.vram_limit}: one partition of {self.spec.constraints:,} "
+                    f"constraints does not fit ({e})"
+                ) from None
             if not groth16.verify(self.vk, synth.public_inputs, proof):
                 raise ProofInvalid("the warm-up proof did not verify: the prover is broken here")
 

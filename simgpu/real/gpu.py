@@ -272,8 +272,10 @@ def translate_oom(what: str = "") -> Iterator[None]:
         yield
     except cp.cuda.memory.OutOfMemoryError as e:
         requested = _requested_bytes(e)
-        traceback.clear_frames(e.__traceback__)
+        # what was free when the allocation failed, before the failed call's own buffers
+        # go back to the pool
         free, capacity = _mem_info()
+        traceback.clear_frames(e.__traceback__)
         dev = cp.cuda.Device().id
         raise VramExhausted(f"gpu{dev}", requested, free, capacity, buffer=what) from None
 
@@ -291,8 +293,8 @@ def oom_guarded(fn: F) -> F:
             return fn(*args, **kwargs)
         except cp.cuda.memory.OutOfMemoryError as e:
             requested = _requested_bytes(e)
+            free, capacity = _mem_info()  # at the failure, before its buffers are freed
             traceback.clear_frames(e.__traceback__)
-            free, capacity = _mem_info()
             dev = cp.cuda.Device().id
             raise VramExhausted(f"gpu{dev}", requested, free, capacity, buffer=fn.__name__) from None
 

@@ -1,0 +1,82 @@
+"""Does a profile fitted on small sizes predict a larger one?  (issue: calibrate)
+
+Refits the stage times of a calibrated profile from its stored measurements on sizes
+<= --fit-max only, and compares what the refitted profile says at each larger measured
+size with what was measured there: per stage (kernels also as a whole), both the best
+law over the fitted sizes and the measured-points law the profile ships.
+
+    python experiments/extrapolation.py [--profile calibration/h200-cupy.toml] [--fit-max 2^20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import tomllib
+from pathlib import Path
+
+from simgpu.calibrate import TIME_LAWS, fit_law, measured_medians, refit_times
+from simgpu.config import parse_count
+from simgpu.profile import profile_from_dict
+
+ROOT = Path(__file__).resolve().parent.parent
+KEYS = (
+    "synthesis",
+    "prep",
+    "prestage",
+    "kernels_ntt",
+    "kernels_h_msm",
+    "kernels_l_msm",
+    "kernels_a_msm",
+    "kernels_b1_msm",
+    "b_g2_msm",
+    "epilogue",
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", default=str(ROOT / "calibration" / "h200-cupy.toml"))
+    ap.add_argument("--fit-max", default="2^20")
+    args = ap.parse_args()
+    doc = tomllib.loads(Path(args.profile).read_text())
+    fit_max = parse_count(args.fit_max, "--fit-max", 16)
+    small = copy.deepcopy(doc)
+    refit_times(small, fit_max)
+    prof = profile_from_dict(small)
+    sizes = sorted(r["constraints"] for r in doc["calibration"]["measurements"].values())
+    targets = [n for n in sizes if n > fit_max]
+    lines = [
+        f"Stage times of `{doc['profile']['name']}` refitted on sizes <= {fit_max:,} only, against "
+        f"the times measured at larger sizes (medians of the calibration's repeats).",
+        "",
+        "| stage | size | measured (ms) | best law on small sizes | law (ms) | err "
+        "| shipped points (ms) | err |",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for n in targets:
+        r = prof.resolve(n)
+        for key in (*KEYS, "kernels"):
+            if key == "kernels":
+                ns, ys = measured_medians(doc, "kernels", fit_max)
+                measured = statistics.median(doc["calibration"]["measurements"][f"n{n}"]["kernels"])
+                pts = r.stages["kernels"].seconds
+            else:
+                ns, ys = measured_medians(doc, key, fit_max)
+                measured = statistics.median(doc["calibration"]["measurements"][f"n{n}"][key])
+                stage, _, phase = key.partition("_") if key.startswith("kernels") else (key, "", "")
+                st = r.stages[stage]
+                pts = next(p.seconds for p in st.phases if p.name == phase) if phase else st.seconds
+            law = fit_law(ns, ys, TIME_LAWS)
+            lv = law(n)
+            law_err, pts_err = (lv - measured) / measured, (pts - measured) / measured
+            lines.append(
+                f"| {key} | 2^{n.bit_length() - 1} | {1e3 * measured:.1f} | `{law.law}` | {1e3 * lv:.1f} | "
+                f"{100 * law_err:+.1f}% | {1e3 * pts:.1f} | {100 * pts_err:+.1f}% |"
+            )
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Fitting cost laws, writing profiles, and calibrating the CPU backend end to end."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+from conftest import ROOT
+from typer.testing import CliRunner
+
+from simgpu.calibrate import fit_law, refit_profile, time_law
+from simgpu.cli import app, main
+from simgpu.profile import PointsLaw, load_profile, profile_from_dict
+from simgpu.tomlwrite import Inline, dumps
+
+
+def test_fit_recovers_a_known_law():
+    ns = [1 << k for k in range(10, 20, 2)]
+    ys = [0.002 + 3e-9 * n for n in ns]
+    f = fit_law(ns, ys, ("a + b*n", "a + b*N*log2(N)"))
+    assert f.law == "a + b*n" and f.max_rel_error < 1e-9
+    assert f.coeffs["a"] == pytest.approx(0.002) and f.coeffs["b"] == pytest.approx(3e-9)
+
+
+def test_time_law_keeps_the_points_where_no_law_fits():
+    ns = [1 << 10, 1 << 12, 1 << 14, 1 << 16]
+    ys = [1.0, 0.5, 4.0, 2.0]  # no smooth law near this
+    law, err = time_law(ns, ys)
+    assert err > 0.05 and "points" in law
+    p = PointsLaw.parse(law["points"], "t")
+    assert [p(n) for n in ns] == ys
+
+
+def test_points_law_interpolates_and_extrapolates_rising_segments_only():
+    p = PointsLaw(((1.0, 10.0), (2.0, 20.0), (4.0, 10.0)))
+    assert p(1.5) == pytest.approx(15.0)
+    assert p(8.0) == 10.0  # a falling last segment is held flat beyond the data
+    assert PointsLaw(((1.0, 1.0), (2.0, 3.0)))(4.0) == pytest.approx(7.0)
+
+
+def test_toml_writer_round_trips_a_profile():
+    doc = tomllib.loads((ROOT / "calibration" / "h200-cupy.toml").read_text())
+    from simgpu.calibrate import _inline_laws
+
+    assert tomllib.loads(dumps(_inline_laws(doc))) == doc
+    assert tomllib.loads(dumps({"a": Inline(law="n", b=1.5)})) == {"a": {"law": "n", "b": 1.5}}
+
+
+def test_the_shipped_h200_profile_loads_and_predicts():
+    prof = load_profile(ROOT / "calibration" / "h200-cupy.toml")
+    r = prof.resolve(1 << 20)
+    # footprints from the prover's plan: 32 B per domain element for d_a, 64 for d_bc
+    assert r.buffers["d_a"] == 32 << 20 and r.buffers["d_bc"] == 64 << 20
+    assert sum(ph.seconds for ph in r.stages["kernels"].phases) > 0
+    code = main(["predict", "--profile", "h200-cupy", "--constraints", "2^20", "--partitions", "4", "--json"])
+    assert code == 0
+
+
+def test_refit_on_small_sizes(tmp_path):
+    out = tmp_path / "small.toml"
+    errors = refit_profile(ROOT / "calibration" / "h200-cupy.toml", out, max_size=1 << 20)
+    doc = tomllib.loads(out.read_text())
+    assert doc["calibration"]["refit_max_size"] == 1 << 20
+    assert set(errors) >= {"synthesis", "b_g2_msm", "kernels_h_msm"}
+    profile_from_dict(doc)
+
+
+def test_calibrate_the_cpu_backend(tmp_path):
+    """The whole pipeline on the CPU backend: measure, fit, write; the profile loads and
+    predicts, and says what it measured."""
+    out = tmp_path / "cpu.toml"
+    r = CliRunner().invoke(
+        app,
+        [
+            "calibrate",
+            "--out",
+            str(out),
+            "--backend",
+            "cpu",
+            "--sizes",
+            "2^6..2^8",
+            "--repeats",
+            "1",
+            "--keys-dir",
+            str(tmp_path / "keys"),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    doc = tomllib.loads(out.read_text())
+    assert doc["calibration"]["sizes"] == [64, 256]
+    assert set(doc["calibration"]["measurements"]) == {"n64", "n256"}
+    prof = load_profile(out)
+    assert prof.hardware.cpu_cores >= 1 and "synthesis" in prof.stages
+    r = CliRunner().invoke(app, ["predict", "--profile", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["proofs"]["failed"] == 0
+
+
+def test_bad_size_ladders_are_user_errors(capsys):
+    assert main(["calibrate", "--out", "x.toml", "--sizes", "2^10..2^5"]) == 2
+    assert "powers of two" in capsys.readouterr().err
