@@ -1,4 +1,5 @@
-"""Event records: what both runtimes emit, so predicted and measured runs line up.
+"""Event records and run results: what both runtimes produce, so predicted and measured
+runs line up and one piece of code (metrics.py) measures both.
 
 One record per thing that happened, TIMELINE-style: time (seconds since the run
 started), event name, proof, partition, device, worker, and free-form fields.
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from simgpu.errors import Deadlock
 
 
 @dataclass(slots=True)
@@ -52,3 +55,35 @@ def partition_sequence(records: list[Record], proof: int, partition: int) -> lis
         if r.proof == proof and r.partition == partition and r.event in PARTITION_EVENTS:
             out.append((r.event, str(r.fields.get("stage") or r.fields.get("lock") or "")))
     return out
+
+
+@dataclass
+class LockStats:
+    """Waits for one lock over a run."""
+
+    acquisitions: int = 0
+    wait_total: float = 0.0
+    wait_max: float = 0.0
+
+    def add(self, waited: float) -> None:
+        self.acquisitions += 1
+        self.wait_total += waited
+        self.wait_max = max(self.wait_max, waited)
+
+
+@dataclass
+class RunResult:
+    """Everything one run produced.  `vram` and `host` are the model's ledgers or the real
+    runtime's gauges: both have pool, capacity, resident, used, peak and history."""
+
+    records: list[Record]
+    proofs: list[Any]
+    vram: list[Any]
+    host: Any
+    locks: dict[str, LockStats]
+    end_time: float
+    wall_seconds: float
+    deadlock: Deadlock | None = None
+    leaks: list[str] = field(default_factory=list)
+    seed: int = 0
+    interrupted: str | None = None  # real runs: why the run stopped early (Ctrl-C)

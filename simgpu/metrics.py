@@ -77,8 +77,7 @@ class RunSummary:
 
 
 def summarize(result: Any) -> RunSummary:
-    """`result` is a model.sim.RunResult or the real runtime's equivalent: it has
-    records, vram (ledgers), host (ledger), locks, deadlock, leaks, seed."""
+    """The metrics of one run (an events.RunResult, from either runtime)."""
     records: list[Record] = result.records
     submitted: dict[int, float] = {}
     finished: dict[int, float] = {}

@@ -182,25 +182,12 @@ def stage_spans(records: list[Record]) -> list[dict[str, Any]]:
     open_: dict[tuple, Record] = {}
     spans = []
     for r in records:
-        if r.event in ("stage_start", "phase_start"):
-            key = (
-                r.event[:5],
-                r.proof,
-                r.partition,
-                r.worker,
-                r.fields.get("stage"),
-                r.fields.get("phase"),
-            )
+        if r.event not in ("stage_start", "phase_start", "stage_end", "phase_end"):
+            continue
+        key = (r.event[:5], r.proof, r.partition, r.worker, r.fields.get("stage"), r.fields.get("phase"))
+        if r.event.endswith("_start"):
             open_[key] = r
-        elif r.event in ("stage_end", "phase_end"):
-            key = (
-                r.event[:5],
-                r.proof,
-                r.partition,
-                r.worker,
-                r.fields.get("stage"),
-                r.fields.get("phase"),
-            )
+        else:
             s = open_.pop(key, None)
             if s is not None:
                 spans.append(

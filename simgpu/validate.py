@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from simgpu.config import PipelineConfig, Workload
+from simgpu.events import RunResult
 from simgpu.metrics import RunSummary, summarize
 from simgpu.sched.registry import Design
 
 
 @dataclass
 class RealOutcome:
-    result: Any  # simgpu.real.runtime.RealResult
+    result: RunResult
     summary: RunSummary
     verification: dict[str, int]
     device_name: str

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from simgpu.config import PipelineConfig
+from simgpu.events import RunResult
 from simgpu.metrics import RunSummary, summarize
-from simgpu.model.sim import RunResult, SimRuntime
+from simgpu.model.sim import SimRuntime
 from simgpu.profile import Profile, load_profile, profile_from_dict
 from simgpu.sched.registry import resolve_design
 

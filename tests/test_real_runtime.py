@@ -65,3 +65,35 @@ def test_a_design_that_crashes_is_a_design_error():
     rt = RealRuntime(NullExecutor(), PipelineConfig(proofs=1, concurrency=1), Workload("w", 1, 16))
     with pytest.raises(DesignError, match="ZeroDivisionError: oops"):
         rt.run(broken)
+
+
+class _Device:
+    """Stands in for a device buffer that goes back to the pool when garbage-collected
+    (as CuPy's arrays do)."""
+
+
+class OomExecutor(NullExecutor):
+    """kernels allocates a buffer, keeps it in a local, and runs out of memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alive = []
+
+    def run_stage(self, name, part, device, inputs):
+        if name == "kernels":
+            import weakref
+
+            from simgpu.errors import VramExhausted
+
+            scratch = _Device()  # a local of the failing frame, like kernels' d_a view
+            self.alive.append(weakref.ref(scratch))
+            raise VramExhausted("gpu0", 1 << 30, 0, 1 << 30, buffer="scratch")
+        return None
+
+
+def test_a_failed_stage_holds_no_memory_once_its_partition_has_failed():
+    ex = OomExecutor()
+    cfg = PipelineConfig(proofs=1, concurrency=1)
+    result = RealRuntime(ex, cfg, Workload("w", 2, 16)).run(resolve_design("single-lock").fn)
+    assert summarize(result).failed == 1 and len(summarize(result).oom_events) >= 1
+    assert ex.alive and all(ref() is None for ref in ex.alive)

@@ -1,5 +1,5 @@
 """The SimPy model: SimRuntime, contention, Monte Carlo."""
 
-from simgpu.model.sim import RunResult, SimRuntime
+from simgpu.model.sim import SimRuntime
 
-__all__ = ["RunResult", "SimRuntime"]
+__all__ = ["SimRuntime"]

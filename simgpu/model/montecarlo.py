@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from simgpu.config import PipelineConfig, Workload
+from simgpu.events import RunResult
 from simgpu.metrics import RunSummary, aggregate, summarize
-from simgpu.model.sim import RunResult, SimRuntime
+from simgpu.model.sim import SimRuntime
 from simgpu.profile import Profile
 from simgpu.sched.registry import Design
 

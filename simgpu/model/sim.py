@@ -13,14 +13,13 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.errors import Deadlock, DesignError, OutOfMemory, SimgpuError, UserError
-from simgpu.events import Record
+from simgpu.events import LockStats, Record, RunResult
 from simgpu.ledger import Allocation, Ledger, host_ledger, vram_ledger
 from simgpu.model.contention import FluidShare
 from simgpu.model.primitives import Signal, SimLock, SimQueue, SimSemaphore
@@ -57,29 +56,6 @@ class Buffers:
 
     def __repr__(self) -> str:
         return f"Buffers({self.ledger.pool}: {', '.join(self.allocs)})"
-
-
-@dataclass
-class LockStats:
-    acquisitions: int = 0
-    wait_total: float = 0.0
-    wait_max: float = 0.0
-
-
-@dataclass
-class RunResult:
-    """Everything one run produced; metrics.summarize turns it into numbers."""
-
-    records: list[Record]
-    proofs: list[Any]
-    vram: list[Ledger]
-    host: Ledger
-    locks: dict[str, LockStats]
-    end_time: float
-    wall_seconds: float
-    deadlock: Deadlock | None = None
-    leaks: list[str] = field(default_factory=list)
-    seed: int = 0
 
 
 def _lognormal_params(cv: float) -> tuple[float, float]:
@@ -181,10 +157,7 @@ class SimRuntime:
         return (ctx.get("worker") or self._names.get(p, "?")), dict(ctx)
 
     def _lock_acquired(self, lock: SimLock, waited: float, ctx: dict[str, Any]) -> None:
-        st = self.lock_stats[lock.name]
-        st.acquisitions += 1
-        st.wait_total += waited
-        st.wait_max = max(st.wait_max, waited)
+        self.lock_stats[lock.name].add(waited)
         self._emit("lock_acquired", ctx, {"lock": lock.name, "waited": waited})
 
     def lock(self, name: str, device: int) -> SimLock:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from typing import Any, Protocol
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.errors import Deadlock, DesignError, OutOfMemory, SimgpuError
-from simgpu.events import Record
+from simgpu.events import LockStats, Record, RunResult
 from simgpu.real.primitives import (
     Cancelled,
     RealEvent,
@@ -98,30 +99,6 @@ class Gauge:
         return []
 
 
-@dataclass
-class LockStats:
-    acquisitions: int = 0
-    wait_total: float = 0.0
-    wait_max: float = 0.0
-
-
-@dataclass
-class RealResult:
-    """Same shape as model.sim.RunResult, so metrics.summarize reads both."""
-
-    records: list[Record]
-    proofs: list[Any]
-    vram: list[Gauge]
-    host: Gauge
-    locks: dict[str, LockStats]
-    end_time: float
-    wall_seconds: float
-    deadlock: Deadlock | None = None
-    leaks: list[str] = field(default_factory=list)
-    seed: int = 0
-    interrupted: str | None = None
-
-
 class RealTask(Waitable):
     """A generator running on its own thread; waiting on it joins it."""
 
@@ -137,6 +114,15 @@ class RealTask(Waitable):
 
     def _drive(self) -> None:
         self.rt._local.ctx = self.ctx
+        try:
+            self._loop()
+        finally:
+            # Only now, with _loop's frame (its last value and exception) gone: whoever
+            # joins this task must not find device memory still held by this thread.
+            self.proc = None
+            self.done.set()
+
+    def _loop(self) -> None:
         gen = self.proc
         send: Any = None
         exc: BaseException | None = None
@@ -156,12 +142,11 @@ class RealTask(Waitable):
                     send, exc = None, e
                 finally:
                     self.waiting = None
+                obj = None
         except BaseException as e:
             self.error = e
             if not isinstance(e, SimgpuError):
                 self.rt._crashed(self, e)
-        finally:
-            self.done.set()
 
     def wait(self) -> Any:
         self.joined = True
@@ -245,10 +230,7 @@ class RealRuntime:
             return self._locks[key]
 
     def _lock_acquired(self, name: str, waited: float) -> None:
-        st = self.lock_stats[name]
-        st.acquisitions += 1
-        st.wait_total += waited
-        st.wait_max = max(st.wait_max, waited)
+        self.lock_stats[name].add(waited)
         self.record("lock_acquired", lock=name, waited=waited)
 
     def _lock_released(self, name: str) -> None:
@@ -325,19 +307,15 @@ class RealRuntime:
         on = self.executor.stage_on(name)
         self._emit("stage_start", ctx, {"stage": name, "on": on, "device": device})
         start = self.now()
+        err: OutOfMemory | None = None
         try:
             out = self.executor.run_stage(name, part, device, inputs)
         except OutOfMemory as e:
             # The backend knows the pool, bytes and buffer; we know where it happened.
             err = type(e)(*e.args[:5], name, ctx.get("worker", ""), part.proof.id, part.index)
-            self._emit("oom", ctx, err.as_dict())
-            self._emit(
-                "stage_end",
-                ctx,
-                {"stage": name, "on": on, "device": device, "seconds": self.now() - start, "error": str(err)},
-            )
-            self._sample()
-            raise err from None
+            # The failed call's frames hold views of device buffers in their locals; the
+            # pool gets them back only when nothing references those frames.
+            traceback.clear_frames(e.__traceback__)
         except BaseException as e:
             self._emit(
                 "stage_end",
@@ -345,6 +323,15 @@ class RealRuntime:
                 {"stage": name, "on": on, "device": device, "seconds": self.now() - start, "error": str(e)},
             )
             raise
+        if err is not None:
+            self._emit("oom", ctx, err.as_dict())
+            self._emit(
+                "stage_end",
+                ctx,
+                {"stage": name, "on": on, "device": device, "seconds": self.now() - start, "error": str(err)},
+            )
+            self._sample()
+            raise err  # outside the except block: no context chain back to those frames
         self._emit(
             "stage_end", ctx, {"stage": name, "on": on, "device": device, "seconds": self.now() - start}
         )
@@ -370,7 +357,7 @@ class RealRuntime:
             waits[t.name] = w.what
         return waits
 
-    def run(self, design: Callable[..., Proc]) -> RealResult:
+    def run(self, design: Callable[..., Proc]) -> RunResult:
         wall = time.perf_counter()
         daemon = Daemon(self, self.config, self.workload, design)
         main = self.spawn(daemon.run(), "daemon")
@@ -401,13 +388,15 @@ class RealRuntime:
             task, error = self._crash
             raise DesignError(f"task {task.name} raised {type(error).__name__}: {error}") from error
         self._sample()
+        for t in list(self.tasks):  # every task has returned; let its thread finish too
+            t.thread.join(timeout=5.0)
         proofs = main.value if main.done.is_set() and main.error is None else []
         leaks = [
             f"{g.pool}: {g.live} bytes still allocated at the end"
             for g in self.vram
             if g.live > 0 and deadlock is None and interrupted is None
         ]
-        return RealResult(
+        return RunResult(
             records=list(self.records),
             proofs=proofs or [],
             vram=self.vram,
@@ -422,4 +411,4 @@ class RealRuntime:
         )
 
 
-__all__ = ["Cancelled", "RealRuntime", "RealResult", "StageExecutor"]
+__all__ = ["Cancelled", "RealRuntime", "RunResult", "StageExecutor"]

@@ -44,17 +44,23 @@ def finalizer(rt: Runtime, worker: Worker, part: Partition, b_g2: Task | None = 
         part.fail(e)
 
 
+def gpu_part(rt: Runtime, worker: Worker, part: Partition) -> Proc:
+    """Pre-stage, kernels, and the pre-staged buffers freed: one partition's GPU work,
+    for a caller that already holds whatever locks its design wants around it."""
+    buffers = yield rt.stage("prestage", part, worker.device)
+    try:
+        yield rt.stage("kernels", part, worker.device, buffers=buffers)
+    finally:
+        rt.free(buffers)
+
+
 def serial(rt: Runtime, worker: Worker, part: Partition) -> Proc:
     """One lock around everything, CPU tail included: nothing overlaps on a device.
     The baseline every other design must beat."""
     gpu = rt.lock("gpu", worker.device)
     yield gpu.acquire()
     try:
-        buffers = yield rt.stage("prestage", part, worker.device)
-        try:
-            yield rt.stage("kernels", part, worker.device, buffers=buffers)
-        finally:
-            rt.free(buffers)
+        yield from gpu_part(rt, worker, part)
         yield from finalize(rt, worker, part)
     finally:
         gpu.release()
@@ -67,11 +73,7 @@ def single_lock(rt: Runtime, worker: Worker, part: Partition) -> Proc:
     gpu = rt.lock("gpu", worker.device)
     yield gpu.acquire()
     try:
-        buffers = yield rt.stage("prestage", part, worker.device)
-        try:
-            yield rt.stage("kernels", part, worker.device, buffers=buffers)
-        finally:
-            rt.free(buffers)
+        yield from gpu_part(rt, worker, part)
     finally:
         gpu.release()
     yield from finalize(rt, worker, part)
@@ -149,11 +151,7 @@ def split_finalizer(rt: Runtime, worker: Worker, part: Partition) -> Proc:
     gpu = rt.lock("gpu", worker.device)
     yield gpu.acquire()
     try:
-        buffers = yield rt.stage("prestage", part, worker.device)
-        try:
-            yield rt.stage("kernels", part, worker.device, buffers=buffers)
-        finally:
-            rt.free(buffers)
+        yield from gpu_part(rt, worker, part)
     finally:
         gpu.release()
     rt.spawn(
