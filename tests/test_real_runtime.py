@@ -97,3 +97,29 @@ def test_a_failed_stage_holds_no_memory_once_its_partition_has_failed():
     result = RealRuntime(ex, cfg, Workload("w", 2, 16)).run(resolve_design("single-lock").fn)
     assert summarize(result).failed == 1 and len(summarize(result).oom_events) >= 1
     assert ex.alive and all(ref() is None for ref in ex.alive)
+
+
+def test_ctrl_c_stops_cleanly_and_reports_what_finished():
+    import os
+    import signal
+    import threading
+
+    # 30 proofs one at a time take several seconds; Ctrl-C comes after half a second
+    cfg = PipelineConfig(proofs=30, concurrency=1)
+    rt = RealRuntime(NullExecutor(delay=0.02), cfg, Workload("w", 2, 16))
+    running = threading.Event()
+    running.set()
+
+    def ctrl_c():
+        if running.is_set():  # never signal once the run is over: it would hit pytest
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Timer(0.5, ctrl_c).start()
+    try:
+        result = rt.run(resolve_design("single-lock").fn)
+    finally:
+        running.clear()
+    s = summarize(result)
+    assert result.interrupted == "interrupted by Ctrl-C"
+    assert 0 < s.completed < 30  # some finished before the stop, the rest did not start
+    assert all(not t.thread.is_alive() for t in rt.tasks)
