@@ -130,7 +130,10 @@ class ProverExecutor:
         if s.backend == "cupy":
             from simgpu.real.backend import CupyBackend
 
-            return CupyBackend(device=device, vram_limit=s.vram_limit if capped else None, **kw)
+            try:
+                return CupyBackend(device=device, vram_limit=s.vram_limit if capped else None, **kw)
+            except SimgpuError as e:
+                raise SimgpuError(f"{e} (without a GPU, --backend cpu runs small circuits)") from None
         if s.backend == "cpu":
             from simgpu.real.cpu_backend import CpuBackend
 
