@@ -386,7 +386,7 @@ def build_profile(
     ns = [r.constraints for r in runs]
     errors: dict[str, float] = {}
 
-    def fitted(key: str, laws: tuple[str, ...]) -> Inline:
+    def fitted(key: str) -> Inline:
         law, errors[key] = time_law(ns, [statistics.median(r.seconds[key]) for r in runs])
         return law
 
@@ -440,11 +440,9 @@ def build_profile(
         if st in uses:
             entry["uses"] = Inline(uses[st])
         if "phases" in fp:
-            entry["phases"] = [
-                dict(ph, time=fitted(f"kernels.{ph['name']}", TIME_LAWS)) for ph in fp["phases"]
-            ]
+            entry["phases"] = [dict(ph, time=fitted(f"kernels.{ph['name']}")) for ph in fp["phases"]]
         else:
-            entry["time"] = fitted(st, TIME_LAWS)
+            entry["time"] = fitted(st)
         stages[st] = entry
     wl_name = f"groth16-n{top.constraints}"
     estimate = fit_law(
@@ -526,7 +524,7 @@ def refit_times(doc: dict[str, Any], max_size: int | None = None) -> dict[str, f
 def _inline_laws(doc: Any, key: str = "") -> Any:
     """A profile read back from TOML, with laws and resource uses marked inline again."""
     if isinstance(doc, dict):
-        if key == "uses" or "law" in doc or "points" in doc or key in ("demand_bound",):
+        if key == "uses" or "law" in doc or "points" in doc:
             return Inline({k: _inline_laws(v, k) for k, v in doc.items()})
         return {k: _inline_laws(v, k) for k, v in doc.items()}
     if isinstance(doc, list):
@@ -549,9 +547,10 @@ def refit_profile(src: Path, out: Path, max_size: int | None = None) -> dict[str
     cal = doc["calibration"]
     cal["refit_max_size"] = max_size or max(r["constraints"] for r in cal["measurements"].values())
     cal["fit_max_rel_error"].update({k: round(v, 4) for k, v in errors.items()})
-    header = "\n".join(
-        line[2:] for line in src.read_text().splitlines() if line.startswith("# ")
-    ) or "simgpu profile"
+    header = (
+        "\n".join(line[2:] for line in src.read_text().splitlines() if line.startswith("# "))
+        or "simgpu profile"
+    )
     header += f"\nStage times refitted from the stored measurements (sizes <= {cal['refit_max_size']})."
     out.write_text(dumps(_inline_laws(doc), header))
     return errors

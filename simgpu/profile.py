@@ -117,11 +117,6 @@ class Law:
         _ = self._code
         return self
 
-    def to_toml(self) -> Any:
-        if not self.coeffs:
-            return self.expr
-        return {"law": self.expr, **dict(self.coeffs)}
-
     @staticmethod
     def parse(value: Any, where: str) -> Law | PointsLaw:
         """A law from TOML: a number, a size string ('4GiB'), an expression, a table
@@ -171,9 +166,6 @@ class PointsLaw:
         if (n > x1 or n < x0) and y1 <= y0:
             return y1 if n > x1 else y0
         return max(0.0, y0 + (y1 - y0) * (n - x0) / (x1 - x0))
-
-    def to_toml(self) -> Any:
-        return {"points": [list(p) for p in self.points]}
 
     @staticmethod
     def parse(value: Any, where: str) -> PointsLaw:
@@ -236,7 +228,6 @@ class Hardware:
     host_resident: int
     membw_gbps: float
     h2d_gbps: float
-    devices: int = 1
 
 
 # --------------------------------------------------------------------- resolution
@@ -321,7 +312,6 @@ class Profile:
     partition_estimate: Law
     source: str = ""
     path: str = ""
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def workload(self, name: str | None = None) -> Workload:
         key = name or self.default_workload
@@ -496,14 +486,13 @@ def _hardware(t: Any) -> Hardware:
             host_resident=parse_size(t.get("host_resident", 0), "[hardware] host_resident"),
             membw_gbps=float(t["membw_gbps"]),
             h2d_gbps=float(t["h2d_gbps"]),
-            devices=int(t.get("devices", 1)),
         )
     except KeyError as e:
         raise UserError(f"profile: [hardware] needs {e.args[0]}") from None
     except (TypeError, ValueError) as e:
         raise UserError(f"profile: [hardware] has a bad value: {e}") from None
-    if hw.cpu_cores < 1 or hw.membw_gbps <= 0 or hw.h2d_gbps <= 0 or hw.devices < 1:
-        raise UserError("profile: [hardware] cores, bandwidths and devices must be positive")
+    if hw.cpu_cores < 1 or hw.membw_gbps <= 0 or hw.h2d_gbps <= 0:
+        raise UserError("profile: [hardware] cores and bandwidths must be positive")
     return hw
 
 
@@ -554,7 +543,6 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
         partition_estimate=estimate,
         source=str(meta.get("source", "")),
         path=path,
-        raw=dict(data),
     )
     # Evaluate every law once at the default size so a broken law fails at load time.
     at_default = prof.resolve(prof.workload().constraints)

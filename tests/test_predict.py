@@ -62,10 +62,21 @@ def test_a_bounded_gpu_queue_holds_synthesis_back():
     prof = tiny_profile()
 
     def synthesis_starts(**config):
-        result, _ = simulate(prof, "serial", proofs=1, concurrency=1, partitions=6, partition_workers=2,
-                             gpu_workers_per_device=1, **config)
-        return {r.partition: r.t for r in result.records
-                if r.event == "stage_start" and r.fields["stage"] == "synthesis"}
+        result, _ = simulate(
+            prof,
+            "serial",
+            proofs=1,
+            concurrency=1,
+            partitions=6,
+            partition_workers=2,
+            gpu_workers_per_device=1,
+            **config,
+        )
+        return {
+            r.partition: r.t
+            for r in result.records
+            if r.event == "stage_start" and r.fields["stage"] == "synthesis"
+        }
 
     bounded = synthesis_starts(max_gpu_queue_depth=1)
     assert (bounded[4], bounded[5]) == (pytest.approx(3.5), pytest.approx(5.5))

@@ -114,7 +114,6 @@ class SimQueue:
         self._items: deque[Any] = deque()
         self._getters: deque[Signal] = deque()
         self._putters: deque[tuple[Signal, Any]] = deque()
-        self.peak = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -129,7 +128,6 @@ class SimQueue:
             ev.succeed()
         elif not self._full():
             self._items.append(item)
-            self.peak = max(self.peak, len(self._items))
             ev.succeed()
         else:
             ev.what = f"room in queue {self.name} (full at {self.capacity})"

@@ -88,14 +88,10 @@ class CircuitSpec:
         if log_n is not None and n != 1 << int(log_n):
             raise UserError(f"constraints={n} disagrees with log_constraints={log_n}")
         if not MIN_CONSTRAINTS <= n <= MAX_CONSTRAINTS:
-            raise UserError(
-                f"constraints must be in [2^4, 2^27], got {n}"
-            )
+            raise UserError(f"constraints must be in [2^4, 2^27], got {n}")
         # Normalise so that equal circuits compare (and hash, and cache) equal.
         object.__setattr__(self, "constraints", n)
-        object.__setattr__(
-            self, "log_constraints", n.bit_length() - 1 if n & (n - 1) == 0 else None
-        )
+        object.__setattr__(self, "log_constraints", n.bit_length() - 1 if n & (n - 1) == 0 else None)
         if not 0 <= self.public_inputs <= n // 4:
             raise UserError(f"public_inputs must be in [0, constraints/4], got {self.public_inputs}")
         if not 0.0 < self.b_density <= 1.0:
@@ -126,9 +122,7 @@ class CircuitSpec:
         )
 
     def label(self) -> str:
-        size = f"2^{self.log_constraints}" if self.log_constraints is not None else str(
-            self.constraints
-        )
+        size = f"2^{self.log_constraints}" if self.log_constraints is not None else str(self.constraints)
         return (
             f"{size} constraints, {self.public_inputs} inputs, b_density {self.b_density}, "
             f"bool_fraction {self.bool_fraction}, seed {self.seed}"
@@ -350,8 +344,13 @@ def generate(spec: CircuitSpec) -> R1CS:
 
     def put(m: str, r: np.ndarray, c: np.ndarray, k: np.ndarray | int) -> None:
         r = np.asarray(r, dtype=np.int64)
-        coo[m].append((r, np.asarray(c, dtype=np.int64), np.broadcast_to(np.int64(k), r.shape)
-                       if np.isscalar(k) else np.asarray(k, dtype=np.int64)))
+        coo[m].append(
+            (
+                r,
+                np.asarray(c, dtype=np.int64),
+                np.broadcast_to(np.int64(k), r.shape) if np.isscalar(k) else np.asarray(k, dtype=np.int64),
+            )
+        )
 
     # --- bits ------------------------------------------------------------------------
     r_bit = rows[kinds == BIT]
@@ -382,8 +381,7 @@ def generate(spec: CircuitSpec) -> R1CS:
     # outputs of MUL and LIN rows.
     r_field = rows[kinds >= MUL]
     field_vars = np.concatenate(
-        [np.arange(1, n_in, dtype=np.int64), np.arange(n_in, first_defined, dtype=np.int64),
-         var[r_field]]
+        [np.arange(1, n_in, dtype=np.int64), np.arange(n_in, first_defined, dtype=np.int64), var[r_field]]
     )
     n_seeded = ell + lay.free_vars  # inputs and free vars, each consumed once, in order
     # First operand of each field row: the t-th field row consumes the t-th input/free

@@ -296,4 +296,3 @@ class CpuBackend:
 
     def synchronize(self) -> None:
         return None
-

@@ -167,7 +167,6 @@ class ProverExecutor:
             "host_resident": 0,
             "membw_gbps": 1.0,
             "h2d_gbps": 1.0,
-            "devices": self.settings.devices,
         }
 
     def device_name(self) -> str:
@@ -250,9 +249,6 @@ class ProverExecutor:
         handle.free()
 
     # ------------------------------------------------------------ memory
-
-    def devices(self) -> int:
-        return self.settings.devices
 
     def vram_capacity(self, device: int) -> int:
         return int(self.backends[device].capacity())

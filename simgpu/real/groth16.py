@@ -519,9 +519,7 @@ def verify(vk: VerifyingKey, public_inputs: list[int], proof: Proof) -> bool:
     )
 
 
-def verify_partitions(
-    vk: VerifyingKey, public_inputs: list[list[int]], proof: PartitionedProof
-) -> bool:
+def verify_partitions(vk: VerifyingKey, public_inputs: list[list[int]], proof: PartitionedProof) -> bool:
     """Every partition's proof verifies against its own public inputs."""
     if len(public_inputs) != len(proof):
         return False

@@ -232,9 +232,7 @@ def _load_sections(path: Path, header: dict, mmap: bool) -> dict[str, np.ndarray
             out[m["name"]] = np.memmap(path, dtype=dtype, mode="r", offset=m["offset"], shape=shape)
         else:
             count = int(np.prod(shape))
-            out[m["name"]] = np.fromfile(path, dtype=dtype, count=count, offset=m["offset"]).reshape(
-                shape
-            )
+            out[m["name"]] = np.fromfile(path, dtype=dtype, count=count, offset=m["offset"]).reshape(shape)
     return out
 
 
@@ -285,4 +283,3 @@ def verify_sections(path: str | Path) -> list[str]:
         if hashlib.sha256(_bytes(s[m["name"]])).hexdigest() != m["sha256"]:
             bad.append(m["name"])
     return bad
-

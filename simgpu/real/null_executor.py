@@ -29,9 +29,6 @@ class NullExecutor:
     def free(self, handle: Any) -> None:
         pass
 
-    def devices(self) -> int:
-        return 1
-
     def vram_capacity(self, device: int) -> int:
         return self.vram
 

@@ -288,8 +288,7 @@ def prover_plan(
     resident_host.append("host_srs_g2")
 
     msm_phases = [
-        {"name": f"{q}_msm", "alloc": [], "transient": [f"{q}_msm"], "release": []}
-        for q in MSM_PHASES
+        {"name": f"{q}_msm", "alloc": [], "transient": [f"{q}_msm"], "release": []} for q in MSM_PHASES
     ]
     ntt_phase = {
         "name": "ntt",

@@ -102,9 +102,7 @@ def qap_at(r1cs: R1CS, lagrange: list[int]) -> tuple[list[int], list[int], list[
     out = []
     for m in (r1cs.A, r1cs.B, r1cs.C):
         acc = [0] * r1cs.num_vars
-        for row, col, coef in zip(
-            m.row_of_entry().tolist(), m.cols.tolist(), m.coefs.tolist(), strict=True
-        ):
+        for row, col, coef in zip(m.row_of_entry().tolist(), m.cols.tolist(), m.coefs.tolist(), strict=True):
             acc[col] += coef * lagrange[row]
         out.append([x % r for x in acc])
     return out[0], out[1], out[2]
