@@ -201,6 +201,30 @@ def write_markdown(path: Path, rows, prof, wl, tight, args, cap_searched: bool =
         else "",
         "",
     ]
+    stage_names = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
+    if any(f"{st} mean (s)" in r["comparison"] for r in rows for st in stage_names):
+        lines += [
+            "Mean stage times under load, predicted / real (ms), and the prediction's error:",
+            "",
+            "| design | GPU workers | j | VRAM cap | " + " | ".join(stage_names) + " |",
+            "|---|---:|---:|---:|" + "---|" * len(stage_names),
+        ]
+        for r in rows:
+            cells = []
+            for st in stage_names:
+                c = r["comparison"].get(f"{st} mean (s)")
+                cells.append(
+                    "-"
+                    if c is None
+                    else f"{1e3 * c['predicted']:.0f} / {1e3 * c['measured']:.0f} ({_pct(c['rel_error'])})"
+                )
+            cap = "card" if r["vram_cap"] is None else f"{r['vram_cap'] / MiB:.0f} MiB"
+            lines.append(
+                f"| {r['design']} | {r['gpu_workers']} | {r['concurrency']} | {cap} | "
+                + " | ".join(cells)
+                + " |"
+            )
+        lines.append("")
     if cap_searched:
         found = "none found" if tight is None else f"{tight / MiB:.0f} MiB"
         lines.append(f"Two-lock cap from the model at this size: {found}.")

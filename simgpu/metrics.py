@@ -70,6 +70,8 @@ class RunSummary:
     deadlock: dict[str, Any] | None
     leaks: list[str] = field(default_factory=list)
     seed: int = 0
+    #: Durations of the stages that ended without error (stage -> seconds, by end time).
+    stage_seconds: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def any_oom(self) -> bool:
@@ -86,8 +88,11 @@ def summarize(result: Any) -> RunSummary:
     gpu_open: dict[tuple[int, str, int | None, int | None, str], float] = {}
     gpu_intervals: dict[int, list[tuple[float, float]]] = {}
     ooms = []
+    stage_seconds: dict[str, list[float]] = {}
     for r in records:
         ev = r.event
+        if ev == "stage_end" and "seconds" in r.fields and "error" not in r.fields:
+            stage_seconds.setdefault(r.fields["stage"], []).append(float(r.fields["seconds"]))
         if ev == "proof_submitted":
             submitted[r.proof] = r.t
         elif ev == "proof_completed":
@@ -154,6 +159,7 @@ def summarize(result: Any) -> RunSummary:
         deadlock=None if dl is None else {"at": dl.at, "waiting": dl.waiting},
         leaks=list(result.leaks),
         seed=result.seed,
+        stage_seconds=stage_seconds,
     )
 
 
@@ -196,4 +202,19 @@ def aggregate(runs: list[RunSummary]) -> dict[str, Any]:
             "oom": any(r.host_oom for r in runs),
         },
         "oom_risk": {"p": oom_runs / n, "ci95": [lo, hi], "runs": n},
+        "stages": _stage_table(runs),
+    }
+
+
+def _stage_table(runs: list[RunSummary]) -> dict[str, dict[str, float]]:
+    """Per stage, pooled over runs: how many ended, their mean and p95 duration.  Set
+    beside a real run's, it shows which stage the model gets wrong under load."""
+    pooled: dict[str, list[float]] = {}
+    for r in runs:
+        for stage, xs in r.stage_seconds.items():
+            pooled.setdefault(stage, []).extend(xs)
+    return {
+        stage: {"count": len(xs), "mean_s": sum(xs) / len(xs), "p95_s": percentile(xs, 95)}
+        for stage, xs in pooled.items()
+        if xs
     }

@@ -35,7 +35,10 @@ from simgpu.config import Workload, load_toml, parse_size
 from simgpu.errors import UserError
 
 STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
-HOST_RESOURCES = ("membw", "cores")
+#: Host resources: memory bandwidth (GB/s), cores, and the driver process's interpreter
+#: lock (`gil`, capacity 1: a prover driven from Python runs its stages' Python parts one
+#: at a time, whichever thread they are on).
+HOST_RESOURCES = ("membw", "cores", "gil")
 DEVICE_RESOURCES = ("gpu", "h2d")
 
 # --------------------------------------------------------------------------- laws
@@ -193,6 +196,18 @@ class Use:
 
 
 @dataclass(frozen=True)
+class UseLaw:
+    """A Use as a function of the partition size: `demand` and `bound` are each a number
+    or a law (a stage's share of the interpreter falls as its kernels grow longer)."""
+
+    demand: Law | PointsLaw
+    bound: Law | PointsLaw
+
+    def at(self, n: int) -> Use:
+        return Use(self.demand(n), self.bound(n))
+
+
+@dataclass(frozen=True)
 class Phase:
     """A step inside a stage with its own time and transient buffers.  `release` names
     input buffers the stage is done with at the end of this phase."""
@@ -201,7 +216,7 @@ class Phase:
     time: Law
     transient: tuple[str, ...] = ()
     release: tuple[str, ...] = ()
-    uses: Mapping[str, Use] | None = None  # None: the stage's
+    uses: Mapping[str, UseLaw] | None = None  # None: the stage's
 
 
 @dataclass(frozen=True)
@@ -210,7 +225,7 @@ class StageSpec:
     on: str  # "cpu" or "gpu"
     phases: tuple[Phase, ...]
     noise_cv: float = 0.0
-    uses: Mapping[str, Use] = field(default_factory=dict)
+    uses: Mapping[str, UseLaw] = field(default_factory=dict)
     host_out: tuple[str, ...] = ()
     vram_out: tuple[str, ...] = ()
     vram_in: tuple[str, ...] = ()
@@ -334,7 +349,7 @@ class Profile:
                     max(0.0, ph.time(n)),
                     sized(ph.transient),
                     ph.release,
-                    ph.uses if ph.uses is not None else st.uses,
+                    _uses_at(ph.uses if ph.uses is not None else st.uses, n, f"[stages.{st.name}] {ph.name}"),
                 )
                 for ph in st.phases
             )
@@ -369,7 +384,7 @@ def _names(value: Any, where: str, buffers: Mapping[str, Law]) -> tuple[str, ...
     return tuple(value)
 
 
-def _uses(value: Any, where: str) -> dict[str, Use]:
+def _uses(value: Any, where: str) -> dict[str, UseLaw]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -381,13 +396,44 @@ def _uses(value: Any, where: str) -> dict[str, Use]:
             raise UserError(f"{where}: unknown resource {res!r} (known: {known})")
         if not isinstance(spec, dict) or set(spec) - {"demand", "bound"}:
             raise UserError(f"{where}.{res}: expected {{demand = ..., bound = ...}}")
-        demand = float(spec.get("demand", 1.0))
-        bound = float(spec.get("bound", 1.0))
-        if demand < 0 or not 0 <= bound <= 1:
+        out[res] = UseLaw(
+            Law.parse(spec.get("demand", 1.0), f"{where}.{res}.demand"),
+            Law.parse(spec.get("bound", 1.0), f"{where}.{res}.bound"),
+        )
+    if all(_is_number(u.demand) and _is_number(u.bound) for u in out.values()):
+        _uses_at(out, 1, where, strict=True)  # numbers only: check them as the profile loads
+    return out
+
+
+def _is_number(law: Law | PointsLaw) -> bool:
+    if not isinstance(law, Law):
+        return False
+    try:
+        float(law.expr)
+    except ValueError:
+        return False
+    return True
+
+
+def _uses_at(uses: Mapping[str, UseLaw], n: int, where: str, strict: bool = False) -> dict[str, Use]:
+    """The uses at size n.  A law's bound is a fraction, so it is kept within [0, 1]; where
+    laws (extrapolated beyond the sizes they were measured at) add up to more than 1, the
+    interpreter share stands and the other bounds are scaled into what it leaves.  With
+    `strict` (plain numbers, checked as the profile loads) any such slip is an error."""
+    out = {}
+    for res, law in uses.items():
+        use = law.at(n)
+        if strict and (use.demand < 0 or not 0 <= use.bound <= 1):
             raise UserError(f"{where}.{res}: demand >= 0 and 0 <= bound <= 1 required")
-        out[res] = Use(demand, bound)
-    if sum(u.bound for u in out.values()) > 1.0 + 1e-9:
-        raise UserError(f"{where}: the bound fractions add up to more than 1")
+        out[res] = Use(max(0.0, use.demand), min(1.0, max(0.0, use.bound)))
+    total = sum(u.bound for u in out.values())
+    if total > 1.0 + 1e-9:
+        if strict:
+            raise UserError(f"{where}: the bound fractions add up to more than 1")
+        gil = out["gil"].bound if "gil" in out else 0.0
+        rest = total - gil
+        scale = (1.0 - gil) / rest if rest > 0 else 0.0
+        out = {r: u if r == "gil" else Use(u.demand, u.bound * scale) for r, u in out.items()}
     return out
 
 

@@ -78,9 +78,14 @@ METRICS = (
 
 
 def compare(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rows of (metric, predicted, measured, relative error of the prediction)."""
+    """Rows of (metric, predicted, measured, relative error of the prediction): the
+    pipeline metrics, then each stage's mean duration where both runs have it."""
     rows = []
-    for name, get in METRICS:
+    metrics = list(METRICS)
+    pst, mst = predicted.get("stages", {}), measured.get("stages", {})
+    for stage in [s for s in mst if s in pst]:
+        metrics.append((f"{stage} mean (s)", lambda d, s=stage: d["stages"][s]["mean_s"]))
+    for name, get in metrics:
         p, m = get(predicted), get(measured)
         if isinstance(p, bool) or isinstance(m, bool):
             err = None if p == m else 1.0

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 import simpy
 
+from simgpu.errors import UserError
 from simgpu.model.contention import FluidShare
 
 
-def finish_times(jobs, capacity):
+def finish_times(jobs, capacity, bursty=frozenset()):
     """jobs: (start, work, uses).  Returns each job's finish time."""
     env = simpy.Environment()
-    share = FluidShare(env, capacity)
+    share = FluidShare(env, capacity, bursty=frozenset(bursty))
     done = {}
 
     def job(i, start, work, uses):
@@ -49,6 +50,45 @@ def test_only_the_bound_fraction_stretches():
 def test_no_slowdown_below_capacity():
     mem = ("membw", 40.0, 0.9)
     assert finish_times([(0, 2.0, (mem,)), (0, 1.0, (mem,))], {"membw": 100.0}) == pytest.approx([2.0, 1.0])
+
+
+def test_interpreter_bursts_collide_even_below_capacity():
+    # Two stages each holding the interpreter lock 40% of the time: together they ask
+    # for 0.8 of it, yet each one's bursts meet the other's 40% of the time: 0.6 + 0.4 * 1.4.
+    gil = ("gil", 0.4, 0.4)
+    t = finish_times([(0, 1.0, (gil,)), (0, 1.0, (gil,))], {"gil": 1.0}, bursty={"gil"})
+    assert t == pytest.approx([1.16, 1.16])
+    # a stage alone is never slowed by its own bursts
+    assert finish_times([(0, 1.0, (gil,))], {"gil": 1.0}, bursty={"gil"}) == pytest.approx([1.0])
+    # fully interpreter-bound stages take turns, as on a GPU
+    whole = ("gil", 1.0, 1.0)
+    assert finish_times([(0, 1.0, (whole,))] * 2, {"gil": 1.0}, bursty={"gil"}) == pytest.approx([2.0, 2.0])
+
+
+def test_a_share_of_the_interpreter_can_change_with_size():
+    from conftest import tiny_profile
+
+    share = {"law": "512/n"}
+    prof = tiny_profile(
+        **{
+            "stages.kernels": {
+                "uses": {
+                    "gpu": {"demand": 1.0, "bound": {"law": "1 - 512/n"}},
+                    "gil": {"demand": share, "bound": share},
+                }
+            }
+        }
+    )
+    small = prof.resolve(1024).stages["kernels"].phases[0].uses
+    big = prof.resolve(8192).stages["kernels"].phases[0].uses
+    assert small["gil"].bound == pytest.approx(0.5) and big["gil"].bound == pytest.approx(1 / 16)
+    assert small["gpu"].bound + small["gil"].bound == pytest.approx(1.0)
+    # Below the sizes a law was meant for it would pass 1: the interpreter share is kept
+    # within [0, 1] and the GPU bound gets what it leaves.
+    tiny = prof.resolve(256).stages["kernels"].phases[0].uses
+    assert tiny["gil"].bound == 1.0 and tiny["gpu"].bound == 0.0
+    with pytest.raises(UserError, match="add up to more than 1"):
+        tiny_profile(**{"stages.kernels": {"uses": {"gpu": {"bound": 0.8}, "gil": {"bound": 0.3}}}})
 
 
 def test_seed_profile_reproduces_the_published_contention(tmp_path):

@@ -213,3 +213,7 @@ def test_validate_lines_up_prediction_and_measurement(keys_dir, tmp_path):
     # footprints come from the same memory plan: the peak matches to the byte on the CPU backend
     assert rows["peak VRAM (MiB)"]["predicted"] == pytest.approx(rows["peak VRAM (MiB)"]["measured"])
     assert doc["measured"]["verification"]["proofs_verified"] == 2
+    # every stage's mean duration, predicted beside measured: where a model is wrong
+    stages = {m.removesuffix(" mean (s)") for m in rows if m.endswith(" mean (s)")}
+    assert stages == {"synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue"}
+    assert all(rows[f"{s} mean (s)"]["measured"] > 0 for s in stages)

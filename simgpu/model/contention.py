@@ -9,9 +9,15 @@ job runs at speed
     1 / ( (1 - sum_r bound_r) + sum_r bound_r * max(1, L_r / C_r) )
 
 so a job that is 30% memory-bound stretches by 30% of the oversubscription, and two
-kernels sharing one GPU each run at half speed.  Speeds change only when a job starts
-or ends; between those instants every job's remaining work shrinks linearly, so the
-next completion is known exactly and one timeout per change suffices.
+kernels sharing one GPU each run at half speed.
+
+A lock-like resource (the driver's interpreter lock) is held in short bursts: a job's
+bursts collide with the others' at random, whether or not the demands add up to more
+than the capacity, so there a job's factor is 1 + (L_r - own demand) / C_r instead.
+
+Speeds change only when a job starts or ends; between those instants every job's
+remaining work shrinks linearly, so the next completion is known exactly and one
+timeout per change suffices.
 """
 
 from __future__ import annotations
@@ -40,9 +46,15 @@ class Job:
 class FluidShare:
     """Runs jobs on shared resources; `submit` returns an event that fires when done."""
 
-    def __init__(self, env: simpy.Environment, capacity: Mapping[Hashable, float]) -> None:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        capacity: Mapping[Hashable, float],
+        bursty: frozenset[Hashable] = frozenset(),
+    ) -> None:
         self.env = env
         self.capacity = dict(capacity)
+        self.bursty = bursty  # lock-like resources, shared burst by burst
         self.load: dict[Hashable, float] = dict.fromkeys(self.capacity, 0.0)
         self.active: list[Job] = []
         self._last = 0.0
@@ -82,11 +94,15 @@ class FluidShare:
         cap = self.capacity
         load = self.load
         factor = {r: (load[r] / cap[r] if load[r] > cap[r] else 1.0) for r in load}
+        bursty = self.bursty
         soonest = None
         for job in self.active:
             stretch = job.free_frac
-            for res, _, bound in job.uses:
-                stretch += bound * factor[res]
+            for res, demand, bound in job.uses:
+                if res in bursty:
+                    stretch += bound * (1.0 + max(0.0, load[res] - demand) / cap[res])
+                else:
+                    stretch += bound * factor[res]
             job.rate = 1.0 / stretch
             t = job.work / job.rate
             if soonest is None or t < soonest:

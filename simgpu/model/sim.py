@@ -92,11 +92,12 @@ class SimRuntime:
         now = self.now
         self.vram = [vram_ledger(d, vram, resident, clock=now) for d in range(config.devices)]
         self.host = host_ledger(hw.host_ram, hw.host_resident, clock=now)
-        capacity: dict[Any, float] = {"membw": hw.membw_gbps, "cores": float(hw.cpu_cores)}
+        # One driver process drives every device: one interpreter lock.
+        capacity: dict[Any, float] = {"membw": hw.membw_gbps, "cores": float(hw.cpu_cores), "gil": 1.0}
         for d in range(config.devices):
             capacity[("gpu", d)] = 1.0
             capacity[("h2d", d)] = hw.h2d_gbps
-        self.fluid = FluidShare(self.env, capacity)
+        self.fluid = FluidShare(self.env, capacity, bursty=frozenset({"gil"}))
         self.rng = random.Random(seed)
         self.records: list[Record] = []
         self._locks: dict[tuple[str, int], SimLock] = {}
