@@ -101,6 +101,11 @@ def main() -> None:
         ("serial", 2, 2, None),
         ("two-lock-reserve", 2, 2, None),
         ("two-lock", 2, 2, None),
+        ("split-finalizer", 2, 3, None),
+        ("two-lock", 3, 3, None),
+        # caps a little above one partition's peak (1.2x and 2x): tight, yet no OOM
+        ("single-lock", 2, 2, "1.2x"),
+        ("two-lock", 2, 2, "2x"),
     ]
     if tight is not None:
         configs += [
@@ -112,6 +117,12 @@ def main() -> None:
         ]
     if args.limit:
         configs = configs[: args.limit]
+    r = prof.resolve(n)
+    one = r.vram_resident + r.vram_peak(("prestage", "kernels"))
+    configs = [
+        (d, gw, j, -(-int(one * float(cap[:-1])) // MiB) * MiB if isinstance(cap, str) else cap)
+        for d, gw, j, cap in configs
+    ]
     rows = []
     for design, gw, j, cap in configs:
         cfg = PipelineConfig(

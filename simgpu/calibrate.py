@@ -5,9 +5,7 @@ each stage of a fresh partition is timed `repeats` times, one stage at a time, w
 device synchronised: synthesis in a worker process (as runs do), prep, prestage, kernels
 (per phase: ntt, h_msm, l_msm, a_msm, b1_msm), b_g2_msm, epilogue (with verification).
 Footprints come from the prover's memory plan (exact, and checked against the device
-pool's peak, which is recorded beside it).  One more partition runs each stage beside a
-pure-Python spinner: its share of this process's interpreter lock (simgpu.probe), which
-concurrent stages contend for in real runs.  Then contention: host memory bandwidth
+pool's peak, which is recorded beside it).  Then contention: host memory bandwidth
 (k processes streaming large arrays), k syntheses at once, and prep / b_g2_msm under a
 full synthesis load, to fit the shared-resource terms of the model.  Each stage time
 is fitted (scipy, non-negative least squares on relative error) by the best of a few
@@ -34,8 +32,6 @@ from typing import Any
 import numpy as np
 
 from simgpu.errors import OutOfMemory, UserError
-from simgpu.probe import InterpreterProbe, ProbeReading, gil_use, spinning_process
-from simgpu.profile import STAGES
 from simgpu.tomlwrite import Inline, dumps
 
 #: Candidate laws for a stage time or a buffer size: basis functions of (n, N).
@@ -120,8 +116,6 @@ class SizeRun:
     buffers: dict[str, int] = field(default_factory=dict)  # the plan's buffer sizes
     plan_peak: dict[str, int] = field(default_factory=dict)
     setup_seconds: float | None = None
-    gil: dict[str, ProbeReading] = field(default_factory=dict)  # stage -> beside a spinning thread
-    gil_reference: dict[str, float] = field(default_factory=dict)  # stage -> beside a spinning process
 
     def add(self, key: str, seconds: float) -> None:
         self.seconds.setdefault(key, []).append(seconds)
@@ -177,9 +171,7 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             run.vram_peak["kernels"] = max(run.vram_peak.get("kernels", 0), meter.peak)
             for ph in PHASES:
                 run.add(f"kernels.{ph}", phases[ph])
-            g2, dt = _timed(
-                lambda p=prepared: groth16.b_g2_msm(p, ex.pk, settings.b_g2_threads), lambda: None
-            )
+            g2, dt = _timed(lambda p=prepared: ex.g2.msm(p, settings.b_g2_threads), lambda: None)
             run.add("b_g2_msm", dt)
             rng = np.random.default_rng(seed)
 
@@ -192,11 +184,6 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             _, dt = _timed(finish, lambda: None)
             run.add("epilogue", dt)
             log(f"  n={n:,} repeat {rep + 1}/{repeats}: kernels {run.seconds['kernels'][-1] * 1e3:.1f} ms")
-        run.gil_reference, run.gil = measure_gil(ex, settings, n, 1000 + repeats)
-        log(
-            "  beside a Python spinner (thread vs process): "
-            + ", ".join(f"{k} {v.seconds / run.gil_reference[k]:.2f}x" for k, v in run.gil.items())
-        )
         run.buffers = {k: int(v) for k, v in plan["buffers"].items()}
         run.plan_peak = {s: stage_peak(plan, s) for s in ("prestage", "kernels")}
         run.buffers["_resident_vram"] = sum(plan["buffers"][x] for x in plan["resident"]["vram"])
@@ -204,54 +191,6 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
     finally:
         ex.close()
     return run
-
-
-def _partition_stages(ex: Any, settings: Any, n: int, seed: int, run: Callable[..., Any]) -> None:
-    """One partition through every stage, each called as run(stage, fn, sync)."""
-    from simgpu.real import groth16
-
-    backend = ex.backends[0]
-    sync = backend.synchronize
-    synth = run("synthesis", lambda: ex.pool().submit(groth16.synthesize, ex.spec, seed).result())
-    prepared = run("prep", lambda s=synth: groth16.prep(s, ex.pk))
-    del synth  # prestage's release frees the host vectors only if nothing else holds them
-    buffers = run("prestage", lambda: groth16.prestage(prepared, backend), sync)
-    kernel_out = run("kernels", lambda: groth16.kernels(prepared, ex.pk, backend, buffers), sync)
-    buffers.free()
-    g2 = run("b_g2_msm", lambda: groth16.b_g2_msm(prepared, ex.pk, settings.b_g2_threads))
-    rng = np.random.default_rng(seed)
-
-    def finish() -> None:
-        proof = groth16.epilogue(prepared, ex.pk, kernel_out, g2, rng)
-        if not groth16.verify(ex.vk, prepared.public_inputs, proof):
-            raise RuntimeError(f"calibration proof at n={n} does not verify")
-
-    run("epilogue", finish)
-
-
-def measure_gil(
-    ex: Any, settings: Any, n: int, seed: int
-) -> tuple[dict[str, float], dict[str, ProbeReading]]:
-    """Two more partitions: every stage beside a spinning process (the reference: CPU
-    pressure only), then beside a spinning thread of this process (simgpu.probe).  How
-    much of the driver's interpreter lock each stage needs; synthesis counts too, its
-    result is unpickled in this process.  Returns (reference seconds, readings)."""
-    reference: dict[str, float] = {}
-    readings: dict[str, ProbeReading] = {}
-
-    def timed(stage: str, fn: Callable[[], Any], sync: Callable[[], None] = lambda: None) -> Any:
-        out, reference[stage] = _timed(fn, sync)
-        return out
-
-    def probed(stage: str, fn: Callable[[], Any], sync: Callable[[], None] = lambda: None) -> Any:
-        out, readings[stage] = probe.measure(fn, sync)
-        return out
-
-    with spinning_process():
-        _partition_stages(ex, settings, n, seed, timed)
-    probe = InterpreterProbe()
-    _partition_stages(ex, settings, n, seed + 1, probed)
-    return reference, readings
 
 
 def _stream(nbytes: int, seconds: float) -> float:
@@ -343,7 +282,7 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
             loaded: dict[str, tuple[float, float]] = {}
             fns = {
                 "prep": lambda: groth16.prep(synth, ex.pk),
-                "b_g2_msm": lambda: groth16.b_g2_msm(prepared, ex.pk, settings.b_g2_threads),
+                "b_g2_msm": lambda: ex.g2.msm(prepared, settings.b_g2_threads),
             }
             for name, fn in fns.items():
                 _, alone = _timed(fn, lambda: None)
@@ -481,18 +420,6 @@ def build_profile(
         uses["prep"] = fit_loaded(contention, "prep", 1)
         uses["b_g2_msm"] = fit_loaded(contention, "b_g2_msm", settings.b_g2_threads)
 
-    for st, use in fit_gil(runs).items():
-        others = uses.setdefault(st, {})
-        if isinstance(use["bound"], float):
-            # A number is checked as the profile loads: leave the other resources what
-            # the interpreter share does not take (laws are fitted so when resolved).
-            rest = sum(u["bound"] for u in others.values())
-            if rest + use["bound"] > 1:
-                scale = (1 - use["bound"]) / rest
-                for r, u in others.items():
-                    others[r] = Inline(demand=u["demand"], bound=math.floor(u["bound"] * scale * 1e4) / 1e4)
-        others["gil"] = use
-
     def cv(key: str) -> float:
         vals = [
             x
@@ -529,11 +456,6 @@ def build_profile(
             "plan_peak_prestage": r.plan_peak.get("prestage", 0),
             "plan_peak_kernels": r.plan_peak.get("kernels", 0),
             "baseline_vram": r.buffers["_baseline_vram"],
-            # stage beside a spinning process (s), beside a spinning thread (s), spinner rate
-            **{
-                f"gil_{k}": [round(r.gil_reference[k], 6), round(v.seconds, 6), round(v.spinner_rate, 4)]
-                for k, v in r.gil.items()
-            },
         }
         for r in runs
     }
@@ -561,28 +483,6 @@ def build_profile(
         },
     }
     return doc, errors
-
-
-def fit_gil(runs: list[SizeRun]) -> dict[str, Inline]:
-    """Each stage's use of the interpreter lock, from the spinner readings over the sizes
-    (simgpu.probe.gil_use): a number from one size, else the points (a share changes with
-    size: longer kernels amortise the launches).  Stages that never touch it are left out."""
-    out: dict[str, Inline] = {}
-    for st in STAGES:
-        rows = [
-            (r.constraints, gil_use(statistics.median(r.seconds[st]), r.gil[st])) for r in runs if st in r.gil
-        ]
-        if not rows or all(d == 0 and b == 0 for _, (d, b) in rows):
-            continue
-        if len(rows) == 1:
-            d, b = rows[0][1]
-            out[st] = Inline(demand=round(d, 4), bound=round(b, 4))
-        else:
-            out[st] = Inline(
-                demand=Inline(points=[[n, round(d, 4)] for n, (d, _) in rows]),
-                bound=Inline(points=[[n, round(b, 4)] for n, (_, b) in rows]),
-            )
-    return out
 
 
 def time_law(ns: list[int], ys: list[float]) -> tuple[Inline, float]:

@@ -90,13 +90,7 @@ def test_calibrate_the_cpu_backend(tmp_path):
     doc = tomllib.loads(out.read_text())
     assert doc["calibration"]["sizes"] == [64, 256]
     assert set(doc["calibration"]["measurements"]) == {"n64", "n256"}
-    # every stage was also run beside a spinning process and a spinning thread
-    m = doc["calibration"]["measurements"]["n256"]
-    assert all(len(m[f"gil_{st}"]) == 3 for st in ("synthesis", "prep", "prestage", "kernels", "b_g2_msm"))
     prof = load_profile(out)
-    # the stages' shares of this process's interpreter lock are part of the profile
-    stages = prof.resolve(256).stages.values()
-    assert any("gil" in st.phases[0].uses for st in stages)
     assert prof.hardware.cpu_cores >= 1 and "synthesis" in prof.stages
     r = CliRunner().invoke(app, ["predict", "--profile", str(out), "--json"])
     assert r.exit_code == 0, r.output

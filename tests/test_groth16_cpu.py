@@ -206,6 +206,21 @@ def test_b_g2_msm_matches_plain_msm_for_any_pool_size() -> None:
         assert b_g2_msm(prepared, pk, threads) == want
 
 
+def test_the_g2_pool_computes_the_same_sum_in_worker_processes(tmp_path) -> None:
+    from simgpu.real.g2pool import G2Pool
+    from simgpu.real.setup import cached_keys, key_path
+
+    spec = SPECS["mixed"]
+    pk, _, _ = cached_keys(spec, 99, tmp_path)
+    prepared = prep(fresh("mixed"), pk)
+    pool = G2Pool(key_path(spec, 99, tmp_path), workers=2)
+    try:
+        for chunks in (1, 3):
+            assert pool.msm(prepared, chunks) == b_g2_msm(prepared, pk, 1)
+    finally:
+        pool.close()
+
+
 def test_query_split() -> None:
     vals = [0, 1, 5, 0, 1, R_ORDER - 1, 2**40, 1]
     from simgpu.real.encoding import ints_to_limbs

@@ -2,10 +2,11 @@
 
 Each stage of a partition calls simgpu.real.groth16 on the partition's data:
 synthesis in a pool of worker processes (CPU-heavy Python, outside this process's GIL),
-prep / b_g2_msm / epilogue on the calling thread (arkworks releases the GIL), prestage
-and kernels on the worker's device backend (CuPy, or the CPU backend whose VRAM is a
-capped ledger).  Every partition proof is verified in its epilogue; a proof that does
-not verify fails its partition with `ProofInvalid`.
+b_g2_msm in a pool of processes holding the key's G2 points (simgpu.real.g2pool), prep
+and epilogue on the calling thread, prestage and kernels on the worker's device backend
+(CuPy, or the CPU backend whose VRAM is a capped ledger).  Every partition proof is
+verified in its epilogue; a proof that does not verify fails its partition with
+`ProofInvalid`.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from simgpu.errors import OutOfMemory, SimgpuError, UserError
 from simgpu.profile import Resolved, profile_from_dict
 from simgpu.real import groth16
 from simgpu.real.circuits import CircuitSpec
+from simgpu.real.g2pool import G2Pool
 from simgpu.real.prover_footprint import ProverShape, prover_plan
 from simgpu.real.prover_profile import prover_profile_dict
-from simgpu.real.setup import cached_keys
+from simgpu.real.setup import cached_keys, key_path
 from simgpu.real.synthesis import synthesize
 from simgpu.sched.work import Partition
 
@@ -100,10 +102,19 @@ class ProverExecutor:
         for b in self.backends:
             groth16.preload(self.pk, b)
         self._pool: ProcessPoolExecutor | None = None
+        # b_g2_msm's processes, one per core: concurrent MSMs share the cores, as the
+        # CPU threads of a native prover do, and none of them holds this process's GIL.
+        self.g2 = G2Pool(
+            key_path(spec, SETUP_SEED, settings.keys_dir), max(settings.b_g2_threads, os.cpu_count() or 1)
+        )
         self._peaks = [0] * settings.devices
         self._peak_lock = threading.Lock()
         self.verified: dict[tuple[int, int], bool] = {}
-        self._warm_up()
+        try:
+            self._warm_up()
+        except BaseException:
+            self.close()  # no worker processes left behind by a card too small
+            raise
         self.baseline = [b.used() for b in self.backends]
         plan = prover_plan(
             ProverShape.estimate(spec),
@@ -147,7 +158,9 @@ class ProverExecutor:
         synth = synthesize(self.spec, 0)
         for b in self.backends:
             try:
-                proof = groth16.prove(self.pk, synth, b, threads=self.settings.b_g2_threads)
+                proof = groth16.prove(
+                    self.pk, synth, b, b_g2=lambda p: self.g2.msm(p, self.settings.b_g2_threads)
+                )
             except OutOfMemory as e:
                 raise UserError(
                     f"--vram {self.settings.vram_limit}: one partition of {self.spec.constraints:,} "
@@ -192,6 +205,7 @@ class ProverExecutor:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
+        self.g2.close()
 
     # ------------------------------------------------------------ stages
 
@@ -220,7 +234,7 @@ class ProverExecutor:
             part.outputs["kernels"] = out
             return out
         if name == "b_g2_msm":
-            g2 = groth16.b_g2_msm(host.prepared, self.pk, self.settings.b_g2_threads)
+            g2 = self.g2.msm(host.prepared, self.settings.b_g2_threads)
             part.outputs["b_g2_msm"] = g2
             return g2
         if name == "epilogue":

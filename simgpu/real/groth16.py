@@ -7,7 +7,8 @@ real runtime runs `synthesize` in a worker process and the GPU stages under its 
     prep       prep(synth, pk) -> Prepared                              CPU
     prestage   prestage(prepared, backend) -> DeviceBuffers             device
     kernels    kernels(prepared, pk, backend, buffers) -> KernelOutput  device
-    b_g2_msm   b_g2_msm(prepared, pk, threads) -> G2Point               CPU thread pool
+    b_g2_msm   b_g2_msm(prepared, pk, threads) -> G2Point               CPU (threads here,
+                                                                        or real.g2pool)
     epilogue   epilogue(prepared, pk, kernel_out, b_g2, rng) -> Proof   CPU
 
 `prove` chains them and `verify` checks a proof with one multi-pairing.
@@ -34,6 +35,7 @@ import operator
 import secrets
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -464,8 +466,10 @@ def prove(
     *,
     threads: int = 1,
     rng: np.random.Generator | tuple[int, int] | None = None,
+    b_g2: Callable[[Prepared], G2Point] | None = None,
 ) -> Proof:
-    """All stages after synthesis, in order (prestaged path; buffers freed at the end)."""
+    """All stages after synthesis, in order (prestaged path; buffers freed at the end).
+    `b_g2` replaces the in-process b_g2_msm (a prover passes its G2Pool's)."""
     if backend is None:
         from simgpu.real.cpu_backend import CpuBackend
 
@@ -473,7 +477,7 @@ def prove(
     prepared = prep(synth, pk)
     with prestage(prepared, backend) as buffers:
         out = kernels(prepared, pk, backend, buffers)
-    b2 = b_g2_msm(prepared, pk, threads)
+    b2 = b_g2(prepared) if b_g2 is not None else b_g2_msm(prepared, pk, threads)
     return epilogue(prepared, pk, out, b2, rng)
 
 

@@ -183,6 +183,11 @@ def setup(
     return pk, vk
 
 
+def key_path(spec: CircuitSpec, seed: int, keys_dir: str | Path) -> Path:
+    """Where cached_keys keeps the keys of (spec, seed)."""
+    return Path(keys_dir) / f"groth16-n{spec.constraints}-{key_id_of(spec, seed)}.sgk"
+
+
 def cached_keys(
     spec: CircuitSpec, seed: int, keys_dir: str | Path, backend: Backend | None = None
 ) -> tuple[ProvingKey, VerifyingKey, float | None]:
@@ -191,7 +196,7 @@ def cached_keys(
     memory-mapped, as a prover uses them; a stale or broken file is made again."""
     from simgpu.real.keys import load_keys, save_keys
 
-    path = Path(keys_dir) / f"groth16-n{spec.constraints}-{key_id_of(spec, seed)}.sgk"
+    path = key_path(spec, seed, keys_dir)
     if path.exists():
         try:
             pk, vk = load_keys(path)
