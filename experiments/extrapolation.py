@@ -16,7 +16,7 @@ import statistics
 import tomllib
 from pathlib import Path
 
-from simgpu.calibrate import TIME_LAWS, fit_law, measured_medians, refit_times
+from simgpu.calibrate import TIME_LAWS, fit_law, measured_means, refit_times
 from simgpu.config import parse_count
 from simgpu.profile import profile_from_dict
 
@@ -49,7 +49,7 @@ def main() -> None:
     targets = [n for n in sizes if n > fit_max]
     lines = [
         f"Stage times of `{doc['profile']['name']}` refitted on sizes <= {fit_max:,} only, against "
-        f"the times measured at larger sizes (medians of the calibration's repeats).",
+        f"the times measured at larger sizes (means of the calibration's repeats).",
         "",
         "| stage | size | measured (ms) | best law on small sizes | law (ms) | err "
         "| shipped points (ms) | err |",
@@ -59,12 +59,12 @@ def main() -> None:
         r = prof.resolve(n)
         for key in (*KEYS, "kernels"):
             if key == "kernels":
-                ns, ys = measured_medians(doc, "kernels", fit_max)
-                measured = statistics.median(doc["calibration"]["measurements"][f"n{n}"]["kernels"])
+                ns, ys = measured_means(doc, "kernels", fit_max)
+                measured = statistics.mean(doc["calibration"]["measurements"][f"n{n}"]["kernels"])
                 pts = r.stages["kernels"].seconds
             else:
-                ns, ys = measured_medians(doc, key, fit_max)
-                measured = statistics.median(doc["calibration"]["measurements"][f"n{n}"][key])
+                ns, ys = measured_means(doc, key, fit_max)
+                measured = statistics.mean(doc["calibration"]["measurements"][f"n{n}"][key])
                 stage, _, phase = key.partition("_") if key.startswith("kernels") else (key, "", "")
                 st = r.stages[stage]
                 pts = next(p.seconds for p in st.phases if p.name == phase) if phase else st.seconds
