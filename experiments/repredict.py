@@ -5,7 +5,7 @@ from validation_sweep.py, and `simgpu run --json` documents such as the two-lock
 headline runs); only the predictions are recomputed, from the profile given.  Writes
 the same table as validation_sweep.py.
 
-    python experiments/repredict.py      # the H200 runs of docs/data/h200-2026-11-30
+    python experiments/repredict.py      # the H200 runs of docs/data/h200-2026-11-30b
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from simgpu.profile import load_profile
 from simgpu.validate import compare
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The measured runs of 2026-11-30 on the H200 (validation_sweep.py and device_headline.sh).
-DATA = ROOT / "docs" / "data" / "h200-2026-11-30"
+#: The measured runs of 2026-11-30 on the H200 (validation_sweep.py with b_g2_msm in the
+#: G2 pool, and device_headline.sh, still with b_g2_msm in threads of the driver).
+DATA = ROOT / "docs" / "data" / "h200-2026-11-30b"
 _spec = importlib.util.spec_from_file_location(
     "validation_sweep", ROOT / "experiments" / "validation_sweep.py"
 )
@@ -39,6 +40,9 @@ def measured_doc(comparison: dict) -> dict:
         "devices": [{"busy_frac": m["GPU busy"], "peak_vram_bytes": m["peak VRAM (MiB)"] * 2**20}],
         "proofs": {"failed": m["proofs failed"]},
         "oom_events": [{}] if m["OOM"] else [],
+        "stages": {
+            k.removesuffix(" mean (s)"): {"mean_s": v} for k, v in m.items() if k.endswith(" mean (s)")
+        },
     }
 
 

@@ -221,6 +221,8 @@ def write_markdown(path: Path, rows, prof, wl, tight, args, cap_searched: bool =
             "|---|---:|---:|---:|" + "---|" * len(stage_names),
         ]
         for r in rows:
+            if not any(f"{st} mean (s)" in r["comparison"] for st in stage_names):
+                continue  # a run recorded before reports had stage times
             cells = []
             for st in stage_names:
                 c = r["comparison"].get(f"{st} mean (s)")
