@@ -35,10 +35,11 @@ from simgpu.config import Workload, load_toml, parse_size
 from simgpu.errors import UserError
 
 STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
-#: Host resources: memory bandwidth (GB/s), cores, and the driver process's interpreter
-#: lock (`gil`, capacity 1: a prover driven from Python runs its stages' Python parts one
-#: at a time, whichever thread they are on).
-HOST_RESOURCES = ("membw", "cores", "gil")
+#: Host resources: memory bandwidth (GB/s), cores, the driver process's interpreter lock
+#: (`gil`, capacity 1: a prover driven from Python runs its stages' Python parts one at a
+#: time, whichever thread they are on), and the driver's channel for results coming back
+#: from worker processes (`driver_rx`, capacity 1: one thread reads them all, in turn).
+HOST_RESOURCES = ("membw", "cores", "gil", "driver_rx")
 DEVICE_RESOURCES = ("gpu", "h2d")
 
 # --------------------------------------------------------------------------- laws

@@ -92,6 +92,13 @@ def test_calibrate_the_cpu_backend(tmp_path):
     assert set(doc["calibration"]["measurements"]) == {"n64", "n256"}
     prof = load_profile(out)
     assert prof.hardware.cpu_cores >= 1 and "synthesis" in prof.stages
+    # synthesis: computed in a worker, then carried back through the driver's one result
+    # thread, which every partition's result shares
+    compute, transfer = prof.resolve(256).stages["synthesis"].phases
+    assert (compute.name, transfer.name) == ("compute", "transfer")
+    assert transfer.seconds > 0 and dict(transfer.uses)["driver_rx"].bound == 1.0
+    m = doc["calibration"]["measurements"]["n256"]
+    assert m["synthesis_compute"][0] + m["synthesis_transfer"][0] == pytest.approx(m["synthesis"][0])
     r = CliRunner().invoke(app, ["predict", "--profile", str(out), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["proofs"]["failed"] == 0

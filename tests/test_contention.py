@@ -65,6 +65,31 @@ def test_interpreter_bursts_collide_even_below_capacity():
     assert finish_times([(0, 1.0, (whole,))] * 2, {"gil": 1.0}, bursty={"gil"}) == pytest.approx([2.0, 2.0])
 
 
+def test_results_coming_back_share_the_drivers_one_channel():
+    """Four syntheses ending together: computing in parallel, their 0.1 s trips back
+    through the driver's result thread take turns (fluid: all four end at 1.4 s)."""
+    import tomllib
+
+    from conftest import DATA, simulate
+
+    from simgpu.profile import profile_from_dict
+
+    doc = tomllib.loads((DATA / "tiny.toml").read_text())
+    del doc["stages"]["synthesis"]["time"]
+    doc["stages"]["synthesis"]["phases"] = [
+        {"name": "compute", "time": 1.0},
+        {"name": "transfer", "time": 0.1, "uses": {"driver_rx": {"demand": 1.0, "bound": 1.0}}},
+    ]
+    prof = profile_from_dict(doc)
+    result, _ = simulate(prof, "single-lock", proofs=1, concurrency=1, partition_workers=4)
+    ends = sorted(r.t for r in result.records if r.event == "stage_end" and r.fields["stage"] == "synthesis")
+    starts = sorted(
+        r.t for r in result.records if r.event == "stage_start" and r.fields["stage"] == "synthesis"
+    )
+    assert len(ends) == prof.workload().partitions >= 2
+    assert ends[-1] - starts[0] == pytest.approx(1.0 + 0.1 * len(ends))
+
+
 def test_a_share_of_the_interpreter_can_change_with_size():
     from conftest import tiny_profile
 

@@ -92,8 +92,13 @@ class SimRuntime:
         now = self.now
         self.vram = [vram_ledger(d, vram, resident, clock=now) for d in range(config.devices)]
         self.host = host_ledger(hw.host_ram, hw.host_resident, clock=now)
-        # One driver process drives every device: one interpreter lock.
-        capacity: dict[Any, float] = {"membw": hw.membw_gbps, "cores": float(hw.cpu_cores), "gil": 1.0}
+        # One driver process drives every device: one interpreter lock, one result channel.
+        capacity: dict[Any, float] = {
+            "membw": hw.membw_gbps,
+            "cores": float(hw.cpu_cores),
+            "gil": 1.0,
+            "driver_rx": 1.0,
+        }
         for d in range(config.devices):
             capacity[("gpu", d)] = 1.0
             capacity[("h2d", d)] = hw.h2d_gbps

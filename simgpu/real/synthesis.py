@@ -13,6 +13,7 @@ and rows past the last constraint zero.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -219,3 +220,11 @@ def unsatisfied_rows(synth: Synthesized) -> list[int]:
     n = synth.spec.constraints
     a, b, c = (limbs_to_ints(x[:n]) for x in (synth.a, synth.b, synth.c))
     return [j for j in range(n) if a[j] * b[j] % R_ORDER != c[j]]
+
+
+def synthesize_timed(spec: CircuitSpec, partition_seed: int) -> tuple[Synthesized, float]:
+    """synthesize, with the seconds it took in the worker process: calibration tells the
+    computation apart from the result's trip back to the driver."""
+    t = time.perf_counter()
+    synth = synthesize(spec, partition_seed)
+    return synth, time.perf_counter() - t
