@@ -13,7 +13,7 @@ mkdir -p "$OUT" out
 t0=$SECONDS
 if [ "$STEP" = calibrate ] || [ "$STEP" = all ]; then
   timeout 450 python3 -m simgpu.cli calibrate --out calibration/h200-cupy.toml --sizes "${SIZES:-2^14..2^22}" \
-    --repeats 3 --b-g2-threads 4 2>&1 | tee "$OUT/calibrate.log" | tail -n 30
+    --repeats 3 --b-g2-threads 4 --contention-size "${CONTENTION_SIZE:-2^20}" 2>&1 | tee "$OUT/calibrate.log" | tail -n 30
   echo "=== calibrate done in $((SECONDS - t0)) s"
   cp calibration/h200-cupy.toml "$OUT/" 2>/dev/null
 fi
