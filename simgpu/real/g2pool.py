@@ -68,11 +68,12 @@ class G2Pool:
             initializer=_load,
             initargs=(str(key_path),),
         )
-        # Start every worker now (each submit with no idle worker spawns one), so that
-        # loading the key is never inside a measured stage.
-        sizes = [f.result() for f in [self._pool.submit(_ready) for _ in range(self.workers)]]
-        if min(sizes) == 0 and max(sizes) > 0:
-            raise RuntimeError("a b_g2_msm worker did not load the key")
+        # Start the workers now, so that loading the key is not inside a measured stage:
+        # a submit finding no idle worker spawns one, and each takes far longer to load
+        # the key than these submits take to arrive.
+        sizes = {f.result() for f in [self._pool.submit(_ready) for _ in range(self.workers)]}
+        if len(sizes) != 1:
+            raise RuntimeError(f"b_g2_msm workers loaded different keys: {sorted(sizes)} points")
 
     def msm(self, prepared: Any, chunks: int) -> G2Point:
         """sum_i z_i [v_i(tau)]_2 over the B query, zeros skipped, in `chunks` jobs."""
