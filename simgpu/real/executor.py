@@ -168,6 +168,13 @@ class ProverExecutor:
                 ) from None
             if not groth16.verify(self.vk, synth.public_inputs, proof):
                 raise ProofInvalid("the warm-up proof did not verify: the prover is broken here")
+        # Start every synthesis worker too: a spawned process spends a few tenths of a
+        # second importing numpy and the prover, which would otherwise land in the first
+        # partitions of the run.  A submit that finds no idle worker spawns one, and
+        # workers take far longer to start than these submits take to arrive.
+        tiny = CircuitSpec(constraints=16)
+        for f in [self.pool().submit(synthesize, tiny, 1) for _ in range(self.settings.partition_workers)]:
+            f.result()
 
     def hardware(self) -> dict[str, Any]:
         b = self.backends[0]
