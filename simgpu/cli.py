@@ -261,7 +261,9 @@ def run(
         str, typer.Option(help="cupy (the GPU) or cpu (small circuits, emulated VRAM)")
     ] = "cupy",
     devices: Annotated[int, typer.Option(help="GPUs")] = 1,
-    b_g2_threads: Annotated[int, typer.Option(help="CPU threads of the b_g2_msm pool")] = 2,
+    b_g2_threads: Annotated[
+        int, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
+    ] = 2,
     resident_bases: Annotated[bool, typer.Option(help="keep the key's bases in VRAM")] = False,
     retries: Annotated[int, typer.Option(help="re-queue a partition this often after an OOM")] = 0,
     max_gpu_queue_depth: Annotated[int, typer.Option(help="bound of the GPU queue (0 = unbounded)")] = 0,
@@ -365,7 +367,9 @@ def validate(
     partition_workers: Annotated[int, typer.Option(help="synthesis worker processes")] = 4,
     vram: VramOpt = None,
     backend: Annotated[str, typer.Option(help="cupy or cpu")] = "cupy",
-    b_g2_threads: Annotated[int, typer.Option(help="CPU threads of the b_g2_msm pool")] = 4,
+    b_g2_threads: Annotated[
+        int, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
+    ] = 4,
     runs: Annotated[int, typer.Option(help="Monte Carlo runs of the prediction")] = 5,
     keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
     json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
@@ -454,7 +458,9 @@ def calibrate(
     contention_size: Annotated[
         str | None, typer.Option(help="size for the contention runs (default: mid-ladder)")
     ] = None,
-    b_g2_threads: Annotated[int, typer.Option(help="CPU threads of the b_g2_msm pool")] = 4,
+    b_g2_threads: Annotated[
+        int, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
+    ] = 4,
     vram: VramOpt = None,
     keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
 ) -> None:
