@@ -30,7 +30,7 @@ from multiprocessing import get_context
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from py_arkworks_bls12381 import G1Point, G2Point, Scalar
+from py_arkworks_bls12381 import G1Point, G2Point
 
 from simgpu.errors import DesignError
 from simgpu.ledger import Allocation, Ledger, vram_ledger
@@ -42,6 +42,7 @@ from simgpu.real.encoding import (
     g1_from_limbs,
     ints_to_limbs,
     limbs_to_ints,
+    scalars_of_limbs,
 )
 
 if TYPE_CHECKING:
@@ -236,9 +237,7 @@ class CpuBackend:
 
         temps = self._book(msm_transient_bytes(len(bases)), f"{name}_temporaries")
         try:
-            raw = np.ascontiguousarray(scalars, dtype="<u4").tobytes()
-            sc = [Scalar.from_le_bytes(raw[i : i + FR_BYTES]) for i in range(0, len(raw), FR_BYTES)]
-            return G1Point.multiexp_unchecked(g1_from_limbs(bases), sc)
+            return G1Point.multiexp_unchecked(g1_from_limbs(bases), scalars_of_limbs(scalars))
         finally:
             self._unbook(temps)
 

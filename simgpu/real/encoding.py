@@ -83,3 +83,9 @@ def g2_to_bytes(points: Sequence[G2Point]) -> bytes:
 def g2_from_bytes(raw: bytes | memoryview) -> list[G2Point]:
     raw = bytes(raw)
     return [G2Point.from_xy_bytes_unchecked_le(raw[i : i + G2_BYTES]) for i in range(0, len(raw), G2_BYTES)]
+
+
+def scalars_of_limbs(limbs: np.ndarray) -> list[Scalar]:
+    """arkworks scalars of (k, 8) little-endian u32 limbs (no reduction check)."""
+    raw = np.ascontiguousarray(limbs, dtype="<u4").tobytes()
+    return [Scalar.from_le_bytes(raw[i : i + FR_BYTES]) for i in range(0, len(raw), FR_BYTES)]

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from py_arkworks_bls12381 import G2Point, Scalar
 
-from simgpu.real.encoding import FR_BYTES, G2_BYTES
+from simgpu.real.encoding import g2_from_bytes, scalars_of_limbs
 
 _ONE = Scalar(1)
 #: This worker process's B query in G2, as arkworks points (set by _load).
@@ -35,9 +35,7 @@ def _load(key_path: str) -> None:
     from simgpu.real.keys import load_keys
 
     pk, _ = load_keys(key_path)
-    data = np.ascontiguousarray(pk.b_g2).tobytes()
-    make = G2Point.from_xy_bytes_unchecked_le
-    _POINTS[:] = [make(data[i : i + G2_BYTES]) for i in range(0, len(data), G2_BYTES)]
+    _POINTS[:] = g2_from_bytes(np.ascontiguousarray(pk.b_g2).tobytes())
 
 
 def _ready() -> int:
@@ -46,10 +44,10 @@ def _ready() -> int:
 
 def _chunk(tails: np.ndarray, tail_scalars: np.ndarray, ones: np.ndarray) -> bytes:
     """One core's share: sum_i s_i P[tails_i] + sum_j P[ones_j], as affine xy bytes."""
-    raw = np.ascontiguousarray(tail_scalars, dtype="<u4").tobytes()
     points = [_POINTS[i] for i in tails.tolist()] + [_POINTS[i] for i in ones.tolist()]
-    scalars = [Scalar.from_le_bytes(raw[i : i + FR_BYTES]) for i in range(0, len(raw), FR_BYTES)]
-    scalars += [_ONE] * len(ones)  # arkworks adds these into one bucket: no doublings
+    scalars = scalars_of_limbs(tail_scalars) + [_ONE] * len(
+        ones
+    )  # arkworks adds these into one bucket: no doublings
     if not points:
         return G2Point.identity().to_xy_bytes_le()
     return G2Point.multiexp_unchecked(points, scalars).to_xy_bytes_le()

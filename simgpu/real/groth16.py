@@ -46,7 +46,15 @@ from simgpu.errors import DesignError, UserError
 from simgpu.real.backend import Backend, DeviceBuffer, DeviceBuffers
 from simgpu.real.bls12_381 import R_ORDER
 from simgpu.real.circuits import CircuitSpec
-from simgpu.real.encoding import FR_BYTES, FR_WORDS, G1_WORDS, G2_BYTES, limbs_to_ints, random_fr, scalar_of
+from simgpu.real.encoding import (
+    FR_WORDS,
+    G1_WORDS,
+    g2_from_bytes,
+    limbs_to_ints,
+    random_fr,
+    scalar_of,
+    scalars_of_limbs,
+)
 from simgpu.real.keys import ProvingKey, VerifyingKey
 from simgpu.real.synthesis import Synthesized, synthesize
 
@@ -335,23 +343,13 @@ def kernels(
 # --- b_g2_msm --------------------------------------------------------------------------
 
 
-def _g2_points(raw: np.ndarray) -> list[G2Point]:
-    data = np.ascontiguousarray(raw).tobytes()
-    make = G2Point.from_xy_bytes_unchecked_le
-    return [make(data[i : i + G2_BYTES]) for i in range(0, len(data), G2_BYTES)]
-
-
 def _g2_chunk(pk: ProvingKey, positions: np.ndarray, scalars: np.ndarray | None) -> G2Point:
     """One worker's share: MSM of its tails, or (scalars None) the sum of its ones, which
     arkworks does as additions into one bucket, without holding the GIL."""
     if not len(positions):
         return G2Point.identity()
-    points = _g2_points(pk.b_g2[positions])
-    if scalars is None:
-        sc = [_ONE] * len(points)
-    else:
-        raw = np.ascontiguousarray(scalars, dtype="<u4").tobytes()
-        sc = [Scalar.from_le_bytes(raw[i : i + FR_BYTES]) for i in range(0, len(raw), FR_BYTES)]
+    points = g2_from_bytes(np.ascontiguousarray(pk.b_g2[positions]).tobytes())
+    sc = [_ONE] * len(points) if scalars is None else scalars_of_limbs(scalars)
     return G2Point.multiexp_unchecked(points, sc)
 
 
