@@ -7,11 +7,14 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}
 mkdir -p "$OUT"
 CAP=${CAP:-1344M}
+# b_g2_msm split as in the calibration (simgpu calibrate --b-g2-threads, default 4): the
+# profile's b_g2_msm times hold for that split only.
+B_G2_THREADS=${B_G2_THREADS:-4}
 for gw in 2 3; do
   for d in two-lock single-lock; do
     echo "=== $d gw=$gw cap=$CAP"
     timeout 200 python3 -m simgpu.cli run --design "$d" --constraints 2^22 --partitions 2 --proofs 2 -j 2 \
-      --gpu-workers "$gw" --partition-workers 8 --b-g2-threads 8 --vram "$CAP" --json \
+      --gpu-workers "$gw" --partition-workers 8 --b-g2-threads "$B_G2_THREADS" --vram "$CAP" --json \
       > "$OUT/run-$d-gw$gw.json" 2> "$OUT/run-$d-gw$gw.err"
     echo "rc=$?"; python3 -c "
 import json,sys; d=json.load(open('$OUT/run-$d-gw$gw.json'))
