@@ -36,6 +36,7 @@ from simgpu.tomlwrite import Inline, dumps
 
 #: Candidate laws for a stage time or a buffer size: basis functions of (n, N).
 LAWS: dict[str, tuple[str, ...]] = {
+    "a": ("1",),
     "a + b*n": ("1", "n"),
     "a + b*N*log2(N)": ("1", "N*log2(N)"),
     "a + b*n/log2(n)": ("1", "n/log2(n)"),
@@ -44,6 +45,20 @@ LAWS: dict[str, tuple[str, ...]] = {
     "a + b*sqrt(n) + c*n": ("1", "sqrt(n)", "n"),
 }
 TIME_LAWS = ("a + b*n", "a + b*N*log2(N)", "a + b*n/log2(n)", "a + b*sqrt(n) + c*n")
+#: Stages whose work does not grow with the circuit: the epilogue blinds and assembles
+#: three curve points and checks one pairing equation, whatever the size.  A growing law
+#: fitted to their noise would only carry that noise to larger sizes.
+SIZE_FREE = ("epilogue",)
+
+
+def time_laws(key: str) -> tuple[str, ...]:
+    """The candidate laws for the time of a stage or phase ('kernels.h_msm' as calibrate
+    names it, 'kernels_h_msm' as the stored measurements do)."""
+    stage = key.split(".")[0]
+    size_free = stage in SIZE_FREE or any(stage.startswith(f"{s}_") for s in SIZE_FREE)
+    return ("a",) if size_free else TIME_LAWS
+
+
 SIZE_LAWS = ("a + b*N", "a + b*n", "a + b*n + c*N")
 PHASES = ("ntt", "h_msm", "l_msm", "a_msm", "b1_msm")
 #: A buffer law that misses a measured size by more than this is replaced by the points.
@@ -131,13 +146,35 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[Any, float]
     return out, time.perf_counter() - t
 
 
+def time_synthesis_trip(pool: Any, spec: Any, seed: int) -> tuple[Any, float, float, float]:
+    """One synthesis in a worker of `pool`, as the prover runs it: (result, wall seconds
+    from submit to result, seconds computing, seconds the worker spends pickling the
+    result).  The wall time less the computing is the result's trip back: pickled in the
+    worker, piped, and unpickled by the one thread of the driver that receives every
+    worker's results.  The timing pickles the result once more in the worker; that extra
+    copy is taken off the wall time."""
+    from simgpu.real.synthesis import synthesize_timed
+
+    t = time.perf_counter()  # before the submit: the worker's compute lies within
+    synth, compute, pickling = pool.submit(synthesize_timed, spec, seed).result()
+    wall = time.perf_counter() - t - pickling
+    return synth, wall, compute, pickling
+
+
+def serialized_share(transfer: float, pickling: float) -> float:
+    """The part of a result's trip that the driver's one result thread serializes: all of
+    it but the worker's pickling (which every worker does for itself, at once)."""
+    if transfer <= 0:
+        return 1.0
+    return min(1.0, max(0.0, 1.0 - pickling / transfer))
+
+
 def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]) -> SizeRun:
     """Time every stage at size n (see the module docstring)."""
     from simgpu.real import groth16
     from simgpu.real.circuits import CircuitSpec
     from simgpu.real.executor import ProverExecutor
     from simgpu.real.prover_footprint import ProverShape, prover_plan, stage_peak
-    from simgpu.real.synthesis import synthesize_timed
 
     spec = CircuitSpec(constraints=n)
     ex = ProverExecutor(spec, settings)
@@ -148,14 +185,11 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
         ex.pool().submit(groth16.synthesize, spec, 999).result()  # start the worker process
         for rep in range(repeats):
             seed = 1000 + rep
-            t = time.perf_counter()  # before the submit: the worker's compute lies within
-            synth, compute = ex.pool().submit(synthesize_timed, spec, seed).result()
-            wall = time.perf_counter() - t
+            synth, wall, compute, pickling = time_synthesis_trip(ex.pool(), spec, seed)
             run.add("synthesis", wall)
-            # The rest is the result's trip back: pickled, piped, unpickled by the one
-            # thread of this process that receives every worker's results.
             run.add("synthesis.compute", compute)
             run.add("synthesis.transfer", max(0.0, wall - compute))
+            run.add("synthesis.pickle", min(pickling, max(0.0, wall - compute)))
             prepared, dt = _timed(lambda s=synth: groth16.prep(s, ex.pk), lambda: None)
             run.add("prep", dt)
             plan = prover_plan(
@@ -391,7 +425,7 @@ def build_profile(
     errors: dict[str, float] = {}
 
     def fitted(key: str) -> Inline:
-        law, errors[key] = time_law(ns, [statistics.mean(r.seconds[key]) for r in runs])
+        law, errors[key] = time_law(ns, [statistics.mean(r.seconds[key]) for r in runs], time_laws(key))
         return law
 
     top = runs[-1]
@@ -453,7 +487,7 @@ def build_profile(
                 {
                     "name": "transfer",
                     "time": fitted("synthesis.transfer"),
-                    "uses": Inline(driver_rx=Inline(demand=1.0, bound=1.0)),
+                    "uses": Inline(driver_rx=Inline(demand=1.0, bound=driver_rx_bound(runs))),
                 },
             ]
         else:
@@ -503,12 +537,30 @@ def build_profile(
     return doc, errors
 
 
-def time_law(ns: list[int], ys: list[float]) -> tuple[Inline, float]:
+def driver_rx_bound(runs: list[SizeRun]) -> float | Inline:
+    """How much of a synthesis result's trip waits on the driver's result thread: the
+    serialized share at each calibrated size (1 where the worker's pickling was not
+    timed: every second of the trip is then taken as shared)."""
+    if not all("synthesis.pickle" in r.seconds for r in runs):
+        return 1.0
+    mean = statistics.mean
+    shares = [
+        round(serialized_share(mean(r.seconds["synthesis.transfer"]), mean(r.seconds["synthesis.pickle"])), 3)
+        for r in runs
+    ]
+    if len(runs) == 1:
+        return shares[0]
+    return Inline(points=[[r.constraints, s] for r, s in zip(runs, shares, strict=True)])
+
+
+def time_law(ns: list[int], ys: list[float], candidates: tuple[str, ...] = TIME_LAWS) -> tuple[Inline, float]:
     """The best time law over the ladder, or the measured points where no law is within
-    TIME_EXACT of every size.  Returns (TOML law, worst relative error of the best law)."""
-    f = fit_law(ns, ys, TIME_LAWS)
+    TIME_EXACT of every size, with that law for the sizes beyond them.  Returns (TOML
+    law, worst relative error of the best law)."""
+    f = fit_law(ns, ys, candidates)
     if f.max_rel_error > TIME_EXACT:
-        return Inline(points=[[n, round(y, 7)] for n, y in zip(ns, ys, strict=True)]), f.max_rel_error
+        pts = [[n, round(y, 7)] for n, y in zip(ns, ys, strict=True)]
+        return Inline(points=pts, beyond=f.law_table()), f.max_rel_error
     return f.law_table(), f.max_rel_error
 
 
@@ -530,9 +582,9 @@ def refit_times(doc: dict[str, Any], max_size: int | None = None) -> dict[str, f
         if "phases" in st:
             for ph in st["phases"]:
                 key = f"{name}_{ph['name']}"
-                ph["time"], errors[key] = time_law(*measured_means(doc, key, max_size))
+                ph["time"], errors[key] = time_law(*measured_means(doc, key, max_size), time_laws(key))
         else:
-            st["time"], errors[name] = time_law(*measured_means(doc, name, max_size))
+            st["time"], errors[name] = time_law(*measured_means(doc, name, max_size), time_laws(name))
     return errors
 
 
@@ -562,11 +614,16 @@ def refit_profile(src: Path, out: Path, max_size: int | None = None) -> dict[str
     cal = doc["calibration"]
     cal["refit_max_size"] = max_size or max(r["constraints"] for r in cal["measurements"].values())
     cal["fit_max_rel_error"].update({k: round(v, 4) for k, v in errors.items()})
+    refit_note = "Stage times refitted from the stored measurements"
     header = (
-        "\n".join(line[2:] for line in src.read_text().splitlines() if line.startswith("# "))
+        "\n".join(
+            line[2:]
+            for line in src.read_text().splitlines()
+            if line.startswith("# ") and not line.startswith(f"# {refit_note}")
+        )
         or "simgpu profile"
     )
-    header += f"\nStage times refitted from the stored measurements (sizes <= {cal['refit_max_size']})."
+    header += f"\n{refit_note} (sizes <= {cal['refit_max_size']})."
     out.write_text(dumps(_inline_laws(doc), header))
     return errors
 

@@ -124,9 +124,13 @@ class Law:
     @staticmethod
     def parse(value: Any, where: str) -> Law | PointsLaw:
         """A law from TOML: a number, a size string ('4GiB'), an expression, a table
-        {law = ..., coefficients...}, or measured points {points = [[n, value], ...]}."""
+        {law = ..., coefficients...}, or measured points {points = [[n, value], ...]}, with
+        an optional law for sizes outside them (beyond = {law = ..., ...})."""
         if isinstance(value, dict) and "points" in value:
-            return PointsLaw.parse(value["points"], where)
+            if set(value) - {"points", "beyond"}:
+                extra = ", ".join(sorted(set(value) - {"points", "beyond"}))
+                raise UserError(f"{where}: a points table takes points and beyond, not {extra}")
+            return PointsLaw.parse(value["points"], where, value.get("beyond"))
         if isinstance(value, bool):
             raise UserError(f"{where}: expected a number or a law, got {value!r}")
         if isinstance(value, int | float):
@@ -158,9 +162,15 @@ class PointsLaw:
     footprints that step with the MSM window and fit no smooth law."""
 
     points: tuple[tuple[float, float], ...]
+    #: Outside the measured sizes, if given: the law fitted over all of them.  A law fitted
+    #: to every point carries less of one size's noise into a larger size than the last
+    #: segment does, and follows the curvature (n log n, a window step) a segment lacks.
+    beyond: Law | None = None
 
     def __call__(self, n: int) -> float:
         pts = self.points
+        if self.beyond is not None and not pts[0][0] <= n <= pts[-1][0]:
+            return max(0.0, self.beyond(n))
         if len(pts) == 1:
             return pts[0][1] * n / pts[0][0]
         i = 1
@@ -172,14 +182,19 @@ class PointsLaw:
         return max(0.0, y0 + (y1 - y0) * (n - x0) / (x1 - x0))
 
     @staticmethod
-    def parse(value: Any, where: str) -> PointsLaw:
+    def parse(value: Any, where: str, beyond: Any = None) -> PointsLaw:
+        law = None
+        if beyond is not None:
+            law = Law.parse(beyond, f"{where}.beyond")
+            if not isinstance(law, Law):
+                raise UserError(f"{where}.beyond: expected a law, not points")
         try:
             pts = tuple(sorted((float(a), float(b)) for a, b in value))
         except (TypeError, ValueError):
             raise UserError(f"{where}: points must be [[n, value], ...]") from None
         if not pts or len({p[0] for p in pts}) != len(pts) or pts[0][0] <= 0:
             raise UserError(f"{where}: points need distinct positive sizes")
-        return PointsLaw(pts)
+        return PointsLaw(pts, law)
 
 
 # --------------------------------------------------------------------- stage specs

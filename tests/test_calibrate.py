@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import statistics
 import tomllib
 
 import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
-from simgpu.calibrate import fit_law, refit_profile, time_law
+from simgpu.calibrate import TIME_LAWS, fit_law, refit_profile, time_law
 from simgpu.cli import app, main
-from simgpu.profile import PointsLaw, load_profile, profile_from_dict
+from simgpu.errors import UserError
+from simgpu.profile import Law, PointsLaw, load_profile, profile_from_dict
 from simgpu.tomlwrite import Inline, dumps
 
 
@@ -28,8 +30,10 @@ def test_time_law_keeps_the_points_where_no_law_fits():
     ys = [1.0, 0.5, 4.0, 2.0]  # no smooth law near this
     law, err = time_law(ns, ys)
     assert err > 0.05 and "points" in law
-    p = PointsLaw.parse(law["points"], "t")
+    p = PointsLaw.parse(law["points"], "t", law["beyond"])
     assert [p(n) for n in ns] == ys
+    # beyond the ladder, the best law over all of it rather than the last segment
+    assert p(1 << 20) == pytest.approx(fit_law(ns, ys, TIME_LAWS)(1 << 20))
 
 
 def test_points_law_interpolates_and_extrapolates_rising_segments_only():
@@ -37,6 +41,17 @@ def test_points_law_interpolates_and_extrapolates_rising_segments_only():
     assert p(1.5) == pytest.approx(15.0)
     assert p(8.0) == 10.0  # a falling last segment is held flat beyond the data
     assert PointsLaw(((1.0, 1.0), (2.0, 3.0)))(4.0) == pytest.approx(7.0)
+
+
+def test_points_law_follows_its_law_beyond_the_measured_sizes():
+    t = {"points": [[1024, 1.0], [4096, 3.0]], "beyond": {"law": "a*n", "a": 0.001}}
+    p = Law.parse(t, "t")
+    assert p(2048) == pytest.approx(1 + 2 / 3)  # between the points: linear
+    assert p(8192) == pytest.approx(8.192) and p(512) == pytest.approx(0.512)
+    with pytest.raises(UserError, match="beyond: expected a law"):
+        Law.parse({"points": [[1, 1.0]], "beyond": {"points": [[2, 2.0]]}}, "t")
+    with pytest.raises(UserError, match="not extra"):
+        Law.parse({"points": [[1, 1.0]], "extra": 1}, "t")
 
 
 def test_toml_writer_round_trips_a_profile():
@@ -62,7 +77,7 @@ def test_refit_on_small_sizes(tmp_path):
     errors = refit_profile(ROOT / "calibration" / "h200-cupy.toml", out, max_size=1 << 20)
     doc = tomllib.loads(out.read_text())
     assert doc["calibration"]["refit_max_size"] == 1 << 20
-    assert set(errors) >= {"synthesis", "b_g2_msm", "kernels_h_msm"}
+    assert set(errors) >= {"synthesis_compute", "synthesis_transfer", "b_g2_msm", "kernels_h_msm"}
     profile_from_dict(doc)
 
 
@@ -96,8 +111,12 @@ def test_calibrate_the_cpu_backend(tmp_path):
     # thread, which every partition's result shares
     compute, transfer = prof.resolve(256).stages["synthesis"].phases
     assert (compute.name, transfer.name) == ("compute", "transfer")
-    assert transfer.seconds > 0 and dict(transfer.uses)["driver_rx"].bound == 1.0
+    assert transfer.seconds > 0
     m = doc["calibration"]["measurements"]["n256"]
+    # the worker pickles its own result, in parallel with the others: only the rest of
+    # the trip waits on the driver's one result thread
+    share = 1 - statistics.mean(m["synthesis_pickle"]) / statistics.mean(m["synthesis_transfer"])
+    assert dict(transfer.uses)["driver_rx"].bound == pytest.approx(min(1.0, max(0.0, share)), abs=2e-3)
     assert m["synthesis_compute"][0] + m["synthesis_transfer"][0] == pytest.approx(
         m["synthesis"][0], abs=2e-6
     )  # stored to 1 us
