@@ -525,6 +525,7 @@ def build_profile(
         "stages": stages,
         "calibration": {
             "backend": settings.backend,
+            "b_g2_threads": settings.b_g2_threads,
             "sizes": ns,
             "repeats": max(len(v) for v in top.seconds.values()),
             "missing": missing,

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from simgpu.config import PipelineConfig, Workload, load_config, parse_count, parse_size
 from simgpu.errors import DesignError, SimgpuError, UserError
+from simgpu.real import B_G2_THREADS
 
 # typer re-exports click's exceptions (recent releases vendor click); find their base
 # class through the MRO so this works with either.
@@ -263,7 +264,7 @@ def run(
     devices: Annotated[int, typer.Option(help="GPUs")] = 1,
     b_g2_threads: Annotated[
         int, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
-    ] = 2,
+    ] = B_G2_THREADS,
     resident_bases: Annotated[bool, typer.Option(help="keep the key's bases in VRAM")] = False,
     retries: Annotated[int, typer.Option(help="re-queue a partition this often after an OOM")] = 0,
     max_gpu_queue_depth: Annotated[int, typer.Option(help="bound of the GPU queue (0 = unbounded)")] = 0,
@@ -368,8 +369,9 @@ def validate(
     vram: VramOpt = None,
     backend: Annotated[str, typer.Option(help="cupy or cpu")] = "cupy",
     b_g2_threads: Annotated[
-        int, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
-    ] = 4,
+        int | None,
+        typer.Option(help="cores one b_g2_msm is split over (default: as the profile was calibrated)"),
+    ] = None,
     runs: Annotated[int, typer.Option(help="Monte Carlo runs of the prediction")] = 5,
     keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
     json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
@@ -405,6 +407,15 @@ def validate(
         prediction.summaries,
     )
     console = Console(stderr=json_out)
+    calibrated = prof.calibrated_b_g2_threads
+    if b_g2_threads is None:
+        b_g2_threads = calibrated or B_G2_THREADS
+    elif calibrated is not None and b_g2_threads != calibrated:
+        console.print(
+            f"note: {prof.name}'s b_g2_msm times hold for --b-g2-threads {calibrated}; "
+            f"this run splits it over {b_g2_threads}, so expect that stage to differ",
+            markup=False,
+        )
     settings = _prover_settings(backend, cfg, b_g2_threads, False, keys_dir)
     outcome = real_run(n, parts, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
     measured = _real_document(outcome, dsg, backend, n, parts, cfg)
@@ -460,7 +471,7 @@ def calibrate(
     ] = None,
     b_g2_threads: Annotated[
         int, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
-    ] = 4,
+    ] = B_G2_THREADS,
     vram: VramOpt = None,
     keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
 ) -> None:

@@ -343,6 +343,9 @@ class Profile:
     partition_estimate: Law
     source: str = ""
     path: str = ""
+    #: For a profile written by `simgpu calibrate`: the prover's settings its stage times
+    #: hold for (how many cores one b_g2_msm was split over, b_g2_threads).
+    calibrated_b_g2_threads: int | None = None
 
     def workload(self, name: str | None = None) -> Workload:
         key = name or self.default_workload
@@ -558,6 +561,15 @@ def _hardware(t: Any) -> Hardware:
     return hw
 
 
+def _calibrated_b_g2_threads(cal: Any, where: str) -> int | None:
+    if not isinstance(cal, dict) or "b_g2_threads" not in cal:
+        return None
+    v = cal["b_g2_threads"]
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise UserError(f"{where}: [calibration] b_g2_threads must be a positive integer")
+    return v
+
+
 def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
     where = path or "profile"
     meta = data.get("profile", {})
@@ -605,6 +617,7 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
         partition_estimate=estimate,
         source=str(meta.get("source", "")),
         path=path,
+        calibrated_b_g2_threads=_calibrated_b_g2_threads(data.get("calibration"), where),
     )
     # Evaluate every law once at the default size so a broken law fails at load time.
     at_default = prof.resolve(prof.workload().constraints)

@@ -72,6 +72,13 @@ def test_the_shipped_h200_profile_loads_and_predicts():
     assert code == 0
 
 
+def test_a_bad_calibrated_b_g2_split_is_a_user_error():
+    doc = tomllib.loads((ROOT / "calibration" / "h200-cupy.toml").read_text())
+    doc["calibration"]["b_g2_threads"] = "four"
+    with pytest.raises(UserError, match="b_g2_threads must be a positive integer"):
+        profile_from_dict(doc)
+
+
 def test_refit_on_small_sizes(tmp_path):
     out = tmp_path / "small.toml"
     errors = refit_profile(ROOT / "calibration" / "h200-cupy.toml", out, max_size=1 << 20)
@@ -107,6 +114,7 @@ def test_calibrate_the_cpu_backend(tmp_path):
     assert set(doc["calibration"]["measurements"]) == {"n64", "n256"}
     prof = load_profile(out)
     assert prof.hardware.cpu_cores >= 1 and "synthesis" in prof.stages
+    assert prof.calibrated_b_g2_threads == 4  # what its b_g2_msm times hold for
     # synthesis: computed in a worker, then carried back through the driver's one result
     # thread, which every partition's result shares
     compute, transfer = prof.resolve(256).stages["synthesis"].phases

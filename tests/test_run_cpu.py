@@ -182,6 +182,8 @@ def test_validate_lines_up_prediction_and_measurement(keys_dir, tmp_path):
             "2^6",
             "--repeats",
             "1",
+            "--b-g2-threads",
+            "1",
             "--keys-dir",
             str(keys_dir),
         ],
@@ -201,12 +203,17 @@ def test_validate_lines_up_prediction_and_measurement(keys_dir, tmp_path):
             "2",
             "--runs",
             "2",
+            "--b-g2-threads",
+            "2",
             "--keys-dir",
             str(keys_dir),
             "--json",
         ],
     )
     assert r.exit_code == 0, r.output
+    # the profile's b_g2_msm times hold for the split it was calibrated with: a run that
+    # splits it otherwise is told so
+    assert "hold for --b-g2-threads 1" in r.stderr
     doc = json.loads(r.stdout)
     rows = {c["metric"]: c for c in doc["comparison"]}
     assert rows["OOM"]["predicted"] is False and rows["OOM"]["measured"] is False

@@ -22,7 +22,7 @@ import numpy as np
 
 from simgpu.errors import OutOfMemory, SimgpuError, UserError
 from simgpu.profile import Resolved, profile_from_dict
-from simgpu.real import groth16
+from simgpu.real import B_G2_THREADS, groth16
 from simgpu.real.circuits import CircuitSpec
 from simgpu.real.g2pool import G2Pool
 from simgpu.real.prover_footprint import ProverShape, prover_plan
@@ -74,7 +74,7 @@ class ProverSettings:
     devices: int = 1
     vram_limit: int | None = None
     partition_workers: int = 2
-    b_g2_threads: int = 2
+    b_g2_threads: int = B_G2_THREADS
     resident_bases: bool = False
     stream_batch: int | None = None
     keys_dir: Path = field(default_factory=lambda: Path(os.environ.get("SIMGPU_KEYS", "out/keys")))
