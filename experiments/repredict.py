@@ -5,7 +5,7 @@ from validation_sweep.py, and `simgpu run --json` documents such as the two-lock
 headline runs); only the predictions are recomputed, from the profile given.  Writes
 the same table as validation_sweep.py.
 
-    python experiments/repredict.py      # the H200 runs of docs/data/h200-2026-11-30b
+    python experiments/repredict.py      # the H200 runs of docs/data/h200-2026-11-30c
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from simgpu.validate import compare
 ROOT = Path(__file__).resolve().parent.parent
 #: The measured runs of 2026-11-30 on the H200 (validation_sweep.py with b_g2_msm in the
 #: G2 pool, and device_headline.sh, still with b_g2_msm in threads of the driver).
-DATA = ROOT / "docs" / "data" / "h200-2026-11-30b"
+DATA = ROOT / "docs" / "data" / "h200-2026-11-30c"
 _spec = importlib.util.spec_from_file_location(
     "validation_sweep", ROOT / "experiments" / "validation_sweep.py"
 )
