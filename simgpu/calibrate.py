@@ -51,6 +51,11 @@ TIME_LAWS = ("a + b*n", "a + b*N*log2(N)", "a + b*n/log2(n)", "a + b*sqrt(n) + c
 SIZE_FREE = ("epilogue",)
 
 
+#: The epilogue takes milliseconds and varies by tens of percent from call to call: each
+#: repeat times it this often (on the same inputs), so that its mean is worth fitting.
+EPILOGUE_SAMPLES = 8
+
+
 def time_laws(key: str) -> tuple[str, ...]:
     """The candidate laws for the time of a stage or phase ('kernels.h_msm' as calibrate
     names it, 'kernels_h_msm' as the stored measurements do)."""
@@ -222,8 +227,9 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
                     raise RuntimeError(f"calibration proof at n={n} does not verify")
                 return proof
 
-            _, dt = _timed(finish, lambda: None)
-            run.add("epilogue", dt)
+            for _ in range(EPILOGUE_SAMPLES):
+                _, dt = _timed(finish, lambda: None)
+                run.add("epilogue", dt)
             log(f"  n={n:,} repeat {rep + 1}/{repeats}: kernels {run.seconds['kernels'][-1] * 1e3:.1f} ms")
         run.buffers = {k: int(v) for k, v in plan["buffers"].items()}
         run.plan_peak = {s: stage_peak(plan, s) for s in ("prestage", "kernels")}
@@ -527,7 +533,7 @@ def build_profile(
             "backend": settings.backend,
             "b_g2_threads": settings.b_g2_threads,
             "sizes": ns,
-            "repeats": max(len(v) for v in top.seconds.values()),
+            "repeats": len(top.seconds["kernels"]),
             "missing": missing,
             "fit_max_rel_error": {
                 k.replace(".", "_").replace(" ", "_"): round(v, 4) for k, v in errors.items()

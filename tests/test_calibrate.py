@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
-from simgpu.calibrate import TIME_LAWS, fit_law, refit_profile, time_law
+from simgpu.calibrate import EPILOGUE_SAMPLES, TIME_LAWS, fit_law, refit_profile, time_law
 from simgpu.cli import app, main
 from simgpu.errors import UserError
 from simgpu.profile import Law, PointsLaw, load_profile, profile_from_dict
@@ -112,6 +112,9 @@ def test_calibrate_the_cpu_backend(tmp_path):
     doc = tomllib.loads(out.read_text())
     assert doc["calibration"]["sizes"] == [64, 256]
     assert set(doc["calibration"]["measurements"]) == {"n64", "n256"}
+    # milliseconds-long, noisy: the epilogue is sampled several times per repeat
+    assert doc["calibration"]["repeats"] == 1
+    assert len(doc["calibration"]["measurements"]["n64"]["epilogue"]) == EPILOGUE_SAMPLES
     prof = load_profile(out)
     assert prof.hardware.cpu_cores >= 1 and "synthesis" in prof.stages
     assert prof.calibrated_b_g2_threads == 4  # what its b_g2_msm times hold for
