@@ -27,6 +27,7 @@ from simgpu.config import PipelineConfig, Workload, parse_count
 from simgpu.metrics import aggregate
 from simgpu.model.montecarlo import predict
 from simgpu.profile import load_profile
+from simgpu.real import B_G2_THREADS
 from simgpu.real.executor import ProverSettings
 from simgpu.report import Meta, build_document
 from simgpu.sched.registry import resolve_design
@@ -134,7 +135,7 @@ def main() -> None:
             backend=args.backend,
             vram_limit=cap,
             partition_workers=pw,
-            b_g2_threads=4,
+            b_g2_threads=prof.calibrated_b_g2_threads or B_G2_THREADS,  # as calibrated
             keys_dir=Path(args.keys_dir),
         )
         outcome = real_run(n, args.partitions, cfg, resolve_design(design), settings)
