@@ -64,14 +64,11 @@ def main() -> None:
             ns, ys = measured_means(doc, key, fit_max)
             reps = measured_at[f"n{n}"][key]
             measured = statistics.mean(reps)
-            if key == "kernels":
-                predicted = r.stages["kernels"].seconds
-            else:
-                phased = key.startswith(("kernels_", "synthesis_"))
-                stage, _, phase = key.partition("_") if phased else (key, "", "")
-                st = r.stages[stage]
-                predicted = next(p.seconds for p in st.phases if p.name == phase) if phase else st.seconds
-            law = fit_law(ns, ys, time_laws(key)).law
+            phased = key.startswith(("kernels_", "synthesis_"))
+            stage, _, phase = key.partition("_") if phased else (key, "", "")
+            st = r.stages[stage]
+            predicted = next(p.seconds for p in st.phases if p.name == phase) if phase else st.seconds
+            law = fit_law(ns, ys, time_laws(stage)).law
             err = (predicted - measured) / measured
             lines.append(
                 f"| {key} | 2^{n.bit_length() - 1} | {1e3 * measured:.1f} | "

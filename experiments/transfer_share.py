@@ -26,7 +26,7 @@ import tomllib
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from simgpu.calibrate import _inline_laws, serialized_share, time_synthesis_trip
+from simgpu.calibrate import _inline_laws, profile_header, serialized_share, time_synthesis_trip
 from simgpu.profile import profile_from_dict
 from simgpu.real.circuits import CircuitSpec
 from simgpu.real.synthesis import synthesize
@@ -58,9 +58,9 @@ def main() -> None:
                 pickles.append(round(pickling, 6))
             row["synthesis_trip"] = trips
             row["synthesis_pickle"] = pickles
-            share = round(serialized_share(statistics.mean(trips), statistics.mean(pickles)), 3)
-            points.append([n, share])
             trip, pickled = statistics.mean(trips), statistics.mean(pickles)
+            share = round(serialized_share(trip, pickled), 3)
+            points.append([n, share])
             print(f"| 2^{n.bit_length() - 1} | {trip:.4f} | {pickled:.4f} | {share:.3f} |")
     transfer = next(ph for ph in doc["stages"]["synthesis"]["phases"] if ph["name"] == "transfer")
     transfer["uses"] = {"driver_rx": {"demand": 1.0, "bound": {"points": points}}}
@@ -69,8 +69,7 @@ def main() -> None:
         "synthesis_trip and synthesis_pickle in the measurements"
     )
     profile_from_dict(doc)  # still a valid profile
-    header = "\n".join(line[2:] for line in text.splitlines() if line.startswith("# "))
-    path.write_text(dumps(_inline_laws(doc), header or "simgpu profile"))
+    path.write_text(dumps(_inline_laws(doc), profile_header(text)))
     print(f"wrote {path}")
 
 

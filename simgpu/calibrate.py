@@ -49,21 +49,9 @@ TIME_LAWS = ("a + b*n", "a + b*N*log2(N)", "a + b*n/log2(n)", "a + b*sqrt(n) + c
 #: three curve points and checks one pairing equation, whatever the size.  A growing law
 #: fitted to their noise would only carry that noise to larger sizes.
 SIZE_FREE = ("epilogue",)
-
-
 #: The epilogue takes milliseconds and varies by tens of percent from call to call: each
 #: repeat times it this often (on the same inputs), so that its mean is worth fitting.
 EPILOGUE_SAMPLES = 8
-
-
-def time_laws(key: str) -> tuple[str, ...]:
-    """The candidate laws for the time of a stage or phase ('kernels.h_msm' as calibrate
-    names it, 'kernels_h_msm' as the stored measurements do)."""
-    stage = key.split(".")[0]
-    size_free = stage in SIZE_FREE or any(stage.startswith(f"{s}_") for s in SIZE_FREE)
-    return ("a",) if size_free else TIME_LAWS
-
-
 SIZE_LAWS = ("a + b*N", "a + b*n", "a + b*n + c*N")
 PHASES = ("ntt", "h_msm", "l_msm", "a_msm", "b1_msm")
 #: A buffer law that misses a measured size by more than this is replaced by the points.
@@ -74,6 +62,11 @@ EXACT = 0.002
 #: medians: the model's stage noise has mean 1 around the law, and a pipeline's pace is
 #: set by mean stage times; a median drops the slow tail that real runs do see.
 TIME_EXACT = 0.05
+
+
+def time_laws(stage: str) -> tuple[str, ...]:
+    """The candidate laws for the time of a stage (and of each of its phases)."""
+    return ("a",) if stage in SIZE_FREE else TIME_LAWS
 
 
 def _basis(term: str, n: float) -> float:
@@ -431,7 +424,8 @@ def build_profile(
     errors: dict[str, float] = {}
 
     def fitted(key: str) -> Inline:
-        law, errors[key] = time_law(ns, [statistics.mean(r.seconds[key]) for r in runs], time_laws(key))
+        ys = [statistics.mean(r.seconds[key]) for r in runs]
+        law, errors[key] = time_law(ns, ys, time_laws(key.partition(".")[0]))
         return law
 
     top = runs[-1]
@@ -589,7 +583,7 @@ def refit_times(doc: dict[str, Any], max_size: int | None = None) -> dict[str, f
         if "phases" in st:
             for ph in st["phases"]:
                 key = f"{name}_{ph['name']}"
-                ph["time"], errors[key] = time_law(*measured_means(doc, key, max_size), time_laws(key))
+                ph["time"], errors[key] = time_law(*measured_means(doc, key, max_size), time_laws(name))
         else:
             st["time"], errors[name] = time_law(*measured_means(doc, name, max_size), time_laws(name))
     return errors
@@ -622,17 +616,21 @@ def refit_profile(src: Path, out: Path, max_size: int | None = None) -> dict[str
     cal["refit_max_size"] = max_size or max(r["constraints"] for r in cal["measurements"].values())
     cal["fit_max_rel_error"].update({k: round(v, 4) for k, v in errors.items()})
     refit_note = "Stage times refitted from the stored measurements"
-    header = (
-        "\n".join(
-            line[2:]
-            for line in src.read_text().splitlines()
-            if line.startswith("# ") and not line.startswith(f"# {refit_note}")
-        )
-        or "simgpu profile"
-    )
+    header = profile_header(src.read_text(), drop=refit_note)
     header += f"\n{refit_note} (sizes <= {cal['refit_max_size']})."
     out.write_text(dumps(_inline_laws(doc), header))
     return errors
+
+
+def profile_header(text: str, drop: str | None = None) -> str:
+    """The comment block of a profile's TOML text (less lines starting with `drop`), to
+    write back above a changed profile."""
+    lines = [
+        line[2:]
+        for line in text.splitlines()
+        if line.startswith("# ") and not (drop and line[2:].startswith(drop))
+    ]
+    return "\n".join(lines) or "simgpu profile"
 
 
 def stages_buffers(stages_fp: dict[str, dict[str, Any]]) -> list[str]:

@@ -116,7 +116,7 @@ def test_constants_and_header() -> None:
 
 def test_cupy_missing_is_one_line_error() -> None:
     if gpu.cupy_available():
-        pytest.skip("CuPy is available here")
+        pytest.skip("checks the message shown without CuPy; CuPy is installed here")
     with pytest.raises(SimgpuError) as e:
         gpu.get_cupy()
     assert "\n" not in str(e.value) and "CuPy/CUDA not available" in str(e.value)
