@@ -10,7 +10,15 @@ import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
-from simgpu.calibrate import EPILOGUE_SAMPLES, TIME_LAWS, fit_law, refit_profile, time_law
+from simgpu.calibrate import (
+    EPILOGUE_SAMPLES,
+    TIME_LAWS,
+    fit_law,
+    refit_profile,
+    stage_means,
+    time_law,
+    time_laws,
+)
 from simgpu.cli import app, main
 from simgpu.errors import UserError
 from simgpu.profile import Law, PointsLaw, load_profile, profile_from_dict
@@ -34,6 +42,26 @@ def test_time_law_keeps_the_points_where_no_law_fits():
     assert [p(n) for n in ns] == ys
     # beyond the ladder, the best law over all of it rather than the last segment
     assert p(1 << 20) == pytest.approx(fit_law(ns, ys, TIME_LAWS)(1 << 20))
+
+
+def test_a_slow_host_moment_is_taken_out_of_driver_stages():
+    # The epilogue's work is the same at every size; one repeat ran on a core that was
+    # 1.5x slow, and the reference loop timed just before it says so.
+    rows = [
+        {"constraints": 1 << 14, "epilogue": [0.004, 0.004], "epilogue_ref": [0.001, 0.001]},
+        {"constraints": 1 << 16, "epilogue": [0.004, 0.006], "epilogue_ref": [0.001, 0.0015]},
+    ]
+    at = statistics.mean([0.001, 0.001, 0.001, 0.0015])  # the calibration's mean host speed
+    assert stage_means(rows, "epilogue") == pytest.approx([0.004 * at / 0.001] * 2)
+    # a stage in other processes (or a profile without references) keeps its raw means
+    rows[1]["b_g2_msm"], rows[0]["b_g2_msm"] = [1.0, 2.0], [1.0, 1.0]
+    assert stage_means(rows, "b_g2_msm") == [1.0, 1.5]
+
+
+def test_stages_with_a_known_algorithm_fit_only_its_law():
+    assert time_laws("epilogue") == ("a",)  # the same work at every size
+    assert time_laws("b_g2_msm") == ("a + b*n/log2(n)",)  # Pippenger on the CPU
+    assert time_laws("kernels") == TIME_LAWS  # GPU MSMs whose window steps: free pick
 
 
 def test_points_law_interpolates_and_extrapolates_rising_segments_only():
@@ -115,6 +143,9 @@ def test_calibrate_the_cpu_backend(tmp_path):
     # milliseconds-long, noisy: the epilogue is sampled several times per repeat
     assert doc["calibration"]["repeats"] == 1
     assert len(doc["calibration"]["measurements"]["n64"]["epilogue"]) == EPILOGUE_SAMPLES
+    # each driver-thread CPU sample comes with the host's speed just before it
+    m64 = doc["calibration"]["measurements"]["n64"]
+    assert len(m64["epilogue_ref"]) == EPILOGUE_SAMPLES and len(m64["prep_ref"]) == len(m64["prep"])
     prof = load_profile(out)
     assert prof.hardware.cpu_cores >= 1 and "synthesis" in prof.stages
     assert prof.calibrated_b_g2_threads == 4  # what its b_g2_msm times hold for
