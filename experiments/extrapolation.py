@@ -62,12 +62,13 @@ def main() -> None:
     lines = [
         f"Stage times of `{doc['profile']['name']}` refitted on sizes <= {fit_max:,} only, against "
         f"the times measured at larger sizes (means of the calibration's repeats; their range "
-        f"shows the repeat-to-repeat noise).  Driver-thread CPU stages ({', '.join(HOST_SPEED_ADJUSTED)}) "
-        f"are also shown at the fitted sizes' mean host speed, as their fit is.",
+        f"shows the repeat-to-repeat noise).  Stages fitted at the calibration's mean host speed "
+        f"({', '.join(HOST_SPEED_ADJUSTED)}) are also shown at the fitted sizes' mean host speed; "
+        f"`err` is against that where it is given, `raw err` against the plain mean.",
         "",
         "| stage | size | measured (ms) | repeats (ms) | at mean host speed (ms) | law fitted on small sizes "
-        "| predicted (ms) | err |",
-        "|---|---:|---:|---:|---:|---|---:|---:|",
+        "| predicted (ms) | err | raw err |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|",
     ]
     for n in targets:
         r = prof.resolve(n)
@@ -88,7 +89,7 @@ def main() -> None:
                 f"| {key} | 2^{n.bit_length() - 1} | {1e3 * measured:.1f} | "
                 f"{1e3 * min(reps):.1f}-{1e3 * max(reps):.1f} | "
                 f"{f'{1e3 * adjusted:.1f}' if at else '-'} | `{law}` | {1e3 * predicted:.1f} | "
-                f"{100 * err:+.1f}% |"
+                f"{100 * err:+.1f}% | {100 * (predicted - measured) / measured:+.1f}% |"
             )
     print("\n".join(lines))
 

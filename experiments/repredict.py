@@ -5,7 +5,7 @@ from validation_sweep.py, and `simgpu run --json` documents such as the two-lock
 headline runs); only the predictions are recomputed, from the profile given.  Writes
 the same table as validation_sweep.py.
 
-    python experiments/repredict.py      # the H200 runs of docs/data/h200-2026-11-30c
+    python experiments/repredict.py      # the H200 runs of docs/data/h200-2026-11-30d
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from simgpu.profile import load_profile
 from simgpu.validate import compare
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The measured runs of 2026-11-30 on the H200 (validation_sweep.py with b_g2_msm in the
-#: G2 pool, and device_headline.sh, still with b_g2_msm in threads of the driver).
-DATA = ROOT / "docs" / "data" / "h200-2026-11-30c"
+#: The measured runs of 2026-11-30 on the H200 (validation_sweep.py and
+#: device_headline.sh), on the machine that measured the shipped profile.
+DATA = ROOT / "docs" / "data" / "h200-2026-11-30d"
 _spec = importlib.util.spec_from_file_location(
     "validation_sweep", ROOT / "experiments" / "validation_sweep.py"
 )

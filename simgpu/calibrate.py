@@ -56,12 +56,13 @@ STAGE_LAWS: dict[str, tuple[str, ...]] = {
     # Pippenger on the CPU: windows of ~log n bits, so ~n/log n point additions
     "b_g2_msm": ("a + b*n/log2(n)",),
 }
-#: Stages that run on the driver's thread and are CPU-bound: each sample is taken right
-#: after a fixed reference loop on the same thread, and fitted at the calibration's mean
-#: host speed.  The H200 machines are virtual machines whose cores run a stage up to 1.5x
-#: slower for stretches of a second, with no steal time showing; the reference loop
-#: slows by the same factor (experiments/host_noise.py).
-HOST_SPEED_ADJUSTED = ("prep", "epilogue")
+#: Stages fitted at the calibration's mean host speed: each sample is taken right after
+#: a fixed pure-Python reference loop on the same thread, and scaled by it.  The H200
+#: machines are virtual machines whose cores run such code up to 1.7x slower for
+#: stretches, with no steal time showing; the epilogue (interpreter and arkworks calls,
+#: milliseconds) slows by the reference loop's factor (experiments/host_noise.py).
+#: prep does not: it is numpy over hundreds of MB, and scaling it added noise.
+HOST_SPEED_ADJUSTED = ("epilogue",)
 #: The epilogue takes milliseconds and varies by tens of percent from call to call: each
 #: repeat times it this often (on the same inputs), so that its mean is worth fitting.
 EPILOGUE_SAMPLES = 8
@@ -234,7 +235,6 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             run.add("synthesis.compute", compute)
             run.add("synthesis.transfer", max(0.0, wall - compute))
             run.add("synthesis.pickle", min(pickling, max(0.0, wall - compute)))
-            run.add("prep.ref", reference_seconds())
             prepared, dt = _timed(lambda s=synth: groth16.prep(s, ex.pk), lambda: None)
             run.add("prep", dt)
             plan = prover_plan(

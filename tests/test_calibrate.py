@@ -143,9 +143,8 @@ def test_calibrate_the_cpu_backend(tmp_path):
     # milliseconds-long, noisy: the epilogue is sampled several times per repeat
     assert doc["calibration"]["repeats"] == 1
     assert len(doc["calibration"]["measurements"]["n64"]["epilogue"]) == EPILOGUE_SAMPLES
-    # each driver-thread CPU sample comes with the host's speed just before it
-    m64 = doc["calibration"]["measurements"]["n64"]
-    assert len(m64["epilogue_ref"]) == EPILOGUE_SAMPLES and len(m64["prep_ref"]) == len(m64["prep"])
+    # each epilogue sample comes with the host's speed just before it
+    assert len(doc["calibration"]["measurements"]["n64"]["epilogue_ref"]) == EPILOGUE_SAMPLES
     prof = load_profile(out)
     assert prof.hardware.cpu_cores >= 1 and "synthesis" in prof.stages
     assert prof.calibrated_b_g2_threads == 4  # what its b_g2_msm times hold for
