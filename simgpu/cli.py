@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -385,7 +386,7 @@ def validate(
     from simgpu.profile import find_profile, load_profile
     from simgpu.report import build_document
     from simgpu.sched.registry import resolve_design
-    from simgpu.validate import compare, real_run
+    from simgpu.validate import compare, machine_differences, real_run
 
     prof = load_profile(find_profile(profile))
     base = prof.workload()
@@ -420,13 +421,21 @@ def validate(
     outcome = real_run(n, parts, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
     measured = _real_document(outcome, dsg, backend, n, parts, cfg)
     rows = compare(predicted, measured)
-    if json_out:
-        sys.stdout.write(
-            json.dumps(
-                {"predicted": predicted, "measured": measured, "comparison": rows}, indent=2, default=float
-            )
-            + "\n"
+    differences = machine_differences(prof.hardware, outcome.device_name, os.cpu_count() or 1)
+    if differences:
+        console.print(
+            f"note: {prof.name} was measured on another machine ({'; '.join(differences)}): "
+            f"its stage times need not hold here; `simgpu calibrate` measures this one",
+            markup=False,
         )
+    if json_out:
+        doc = {
+            "predicted": predicted,
+            "measured": measured,
+            "comparison": rows,
+            "machine_differences": differences,
+        }
+        sys.stdout.write(json.dumps(doc, indent=2, default=float) + "\n")
         return
     t = Table(title=f"validate {dsg.name}: {prof.name} vs a real run ({outcome.device_name})")
     for col in ("metric", "predicted", "measured", "error"):

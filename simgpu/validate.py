@@ -13,6 +13,7 @@ from typing import Any
 from simgpu.config import PipelineConfig, Workload
 from simgpu.events import RunResult
 from simgpu.metrics import RunSummary, summarize
+from simgpu.profile import Hardware
 from simgpu.sched.registry import Design
 
 
@@ -64,6 +65,19 @@ def real_run(
         executor.vram_capacity(0),
         executor.setup_seconds,
     )
+
+
+def machine_differences(hw: Hardware, device_name: str, cpu_cores: int) -> list[str]:
+    """How the machine of a real run differs from the one a profile was measured on, in
+    what calibrate records and a run can see (the GPU's model, the host's cores).  Hosts
+    that match here can still differ: two "H200" machines ran b_g2_msm 1.5x apart
+    (docs/validation.md)."""
+    out = []
+    if device_name != hw.gpu:
+        out.append(f"the GPU is {device_name}, not {hw.gpu}")
+    if cpu_cores != hw.cpu_cores:
+        out.append(f"the host has {cpu_cores} cores, not {hw.cpu_cores}")
+    return out
 
 
 METRICS = (

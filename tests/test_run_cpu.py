@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.events import partition_sequence
@@ -220,7 +221,20 @@ def test_validate_lines_up_prediction_and_measurement(keys_dir, tmp_path):
     # footprints come from the same memory plan: the peak matches to the byte on the CPU backend
     assert rows["peak VRAM (MiB)"]["predicted"] == pytest.approx(rows["peak VRAM (MiB)"]["measured"])
     assert doc["measured"]["verification"]["proofs_verified"] == 2
+    assert doc["machine_differences"] == []  # calibrated on this very machine
     # every stage's mean duration, predicted beside measured: where a model is wrong
     stages = {m.removesuffix(" mean (s)") for m in rows if m.endswith(" mean (s)")}
     assert stages == {"synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue"}
     assert all(rows[f"{s} mean (s)"]["measured"] > 0 for s in stages)
+
+
+def test_validate_says_when_the_profile_is_of_another_machine():
+    from simgpu.profile import load_profile
+    from simgpu.validate import machine_differences
+
+    h200 = load_profile(ROOT / "calibration" / "h200-cupy.toml").hardware
+    assert machine_differences(h200, "NVIDIA H200", 16) == []
+    assert machine_differences(h200, "NVIDIA GeForce RTX 5070 Ti", 8) == [
+        "the GPU is NVIDIA GeForce RTX 5070 Ti, not NVIDIA H200",
+        "the host has 8 cores, not 16",
+    ]
