@@ -9,7 +9,9 @@ pool's peak, which is recorded beside it).  Then contention: host memory bandwid
 (k processes streaming large arrays), k syntheses at once, and prep / b_g2_msm under a
 full synthesis load, to fit the shared-resource terms of the model.  Each stage time
 is fitted (scipy, non-negative least squares on relative error) by the best of a few
-laws in n; buffer sizes likewise.  The raw measurements go into the profile too, so a
+laws in n, or by the one law its algorithm gives (STAGE_LAWS); buffer sizes likewise.
+The epilogue, milliseconds of interpreter work, is fitted at the calibration's mean
+host speed (HOST_SPEED_ADJUSTED).  The raw measurements go into the profile too, so a
 fit can be redone (e.g. on the small sizes only, to test extrapolation).
 
 An interrupted calibration (Ctrl-C, or VRAM exhausted at the top size) still writes
@@ -58,7 +60,7 @@ STAGE_LAWS: dict[str, tuple[str, ...]] = {
 }
 #: Stages fitted at the calibration's mean host speed: each sample is taken right after
 #: a fixed pure-Python reference loop on the same thread, and scaled by it.  The H200
-#: machines are virtual machines whose cores run such code up to 1.7x slower for
+#: machines are virtual machines whose cores run such code 1.5-2x slower for
 #: stretches, with no steal time showing; the epilogue (interpreter and arkworks calls,
 #: milliseconds) slows by the reference loop's factor (experiments/host_noise.py).
 #: prep does not: it is numpy over hundreds of MB, and scaling it added noise.
