@@ -70,10 +70,6 @@ def _children() -> list[int]:
     return out
 
 
-def _this_thread_cpu() -> float:
-    return time.thread_time()
-
-
 class Window:
     """What the machine did while one stage ran."""
 
@@ -82,12 +78,12 @@ class Window:
         self.kids = _children()
         self.kid0 = {p: _cpu_of(p) for p in self.kids}
         self.me0 = _cpu_of(os.getpid())
-        self.th0 = _this_thread_cpu()
+        self.th0 = time.thread_time()
         self.t0 = time.perf_counter()
 
     def close(self) -> dict[str, float]:
         wall = time.perf_counter() - self.t0
-        th = _this_thread_cpu() - self.th0
+        th = time.thread_time() - self.th0
         me = _cpu_of(os.getpid()) - self.me0
         s1 = _proc_stat()
         d = {k: s1[k] - self.stat0[k] for k in s1}

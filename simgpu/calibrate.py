@@ -111,9 +111,10 @@ def stage_means(rows: list[dict[str, Any]], key: str, at: float | None = None) -
     """The mean seconds of one stage or phase ('kernels_h_msm') at each of `rows`.  The
     samples of a HOST_SPEED_ADJUSTED stage are scaled to the host speed whose reference
     time is `at` (by default mean_reference over the rows): t * at / ref."""
-    at = at or mean_reference(rows, key)
-    if at is None or not all(f"{key}_ref" in r for r in rows):
+    own = mean_reference(rows, key)
+    if own is None:  # not a scaled stage, or measured before references were taken
         return [statistics.mean(r[key]) for r in rows]
+    at = at or own
     pairs = [zip(r[key], r[f"{key}_ref"], strict=True) for r in rows]
     return [statistics.mean(t * at / ref for t, ref in p) for p in pairs]
 
