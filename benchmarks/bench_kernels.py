@@ -35,10 +35,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simgpu.real import gpu, msm, ntt  # noqa: E402
-from simgpu.real.bls12_381 import R_ORDER  # noqa: E402
-from simgpu.real.encoding import ints_to_limbs, limbs_to_ints, scalar_of  # noqa: E402
-from simgpu.real.footprint import msm_plan  # noqa: E402
+from simgpu.gpu import cuda as gpu  # noqa: E402
+from simgpu.gpu import msm, ntt
+from simgpu.gpu.bls12_381 import R_ORDER  # noqa: E402
+from simgpu.gpu.encoding import ints_to_limbs, limbs_to_ints, scalar_of  # noqa: E402
+from simgpu.gpu.footprint import msm_plan  # noqa: E402
 
 R = R_ORDER
 RESULTS: dict = {"checks": [], "ntt": [], "msm": [], "compute_h": [], "errors": []}

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from simgpu.config import PipelineConfig
-from simgpu.metrics import summarize
 from simgpu.model.sim import SimRuntime
 from simgpu.profile import load_profile
+from simgpu.report.metrics import summarize
 from simgpu.sched.registry import resolve_design
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ CASES = [
 
 
 def bench(design: str, proofs: int, concurrency: int, repeats: int) -> dict:
-    prof = load_profile(ROOT / "calibration" / "seed-rtx5070ti.toml")
+    prof = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "seed-rtx5070ti.toml")
     cfg = PipelineConfig(proofs=proofs, concurrency=concurrency)
     walls = []
     for seed in range(repeats):

@@ -11,7 +11,7 @@ compilation, NTT tables, pinned key copy), then --repeat proofs of that partitio
 timing every stage (median): prep, prestage, kernels (and its phases), b_g2_msm (--threads CPU
 workers), epilogue, verify.  Every proof is verified.  Memory: the device pool's peak
 during prestage + kernels above what was resident before (measured with a CuPy memory
-hook) next to the plan of simgpu.real.prover_footprint, and the process's peak RSS.
+hook) next to the plan of simgpu.prover.memory_plan, and the process's peak RSS.
 
 Writes the table into docs/benchmarks.md (between the prover-bench markers of its
 "Prover" section) and all numbers as JSON (--json).
@@ -33,9 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simgpu.errors import fmt_bytes  # noqa: E402
-from simgpu.real.circuits import CircuitSpec, r1cs_of  # noqa: E402
-from simgpu.real.executor import SETUP_SEED  # noqa: E402
-from simgpu.real.groth16 import (  # noqa: E402
+from simgpu.prover.circuits import CircuitSpec, r1cs_of  # noqa: E402
+from simgpu.prover.groth16 import (  # noqa: E402
     b_g2_msm,
     epilogue,
     kernels,
@@ -45,9 +44,10 @@ from simgpu.real.groth16 import (  # noqa: E402
     prove,
     verify,
 )
-from simgpu.real.prover_footprint import ProverShape, plan_for_backend, stage_peak  # noqa: E402
-from simgpu.real.setup import cached_keys  # noqa: E402
-from simgpu.real.synthesis import synthesize  # noqa: E402
+from simgpu.prover.memory_plan import ProverShape, plan_for_backend, stage_peak  # noqa: E402
+from simgpu.prover.setup import cached_keys  # noqa: E402
+from simgpu.prover.synthesis import synthesize  # noqa: E402
+from simgpu.real.executor import SETUP_SEED  # noqa: E402
 
 START = "<!-- prover-bench:start -->"
 END = "<!-- prover-bench:end -->"
@@ -84,12 +84,12 @@ def peak_rss() -> int:
 
 def make_backend(args: argparse.Namespace):
     if args.backend == "cpu":
-        from simgpu.real.cpu_backend import CpuBackend
+        from simgpu.prover.cpu_device import CpuDevice
 
-        return CpuBackend(stream_batch=args.stream_batch, resident_bases=args.resident)
-    from simgpu.real.backend import CupyBackend
+        return CpuDevice(stream_batch=args.stream_batch, resident_bases=args.resident)
+    from simgpu.prover.cupy_device import CupyDevice
 
-    return CupyBackend(device=args.device, stream_batch=args.stream_batch, resident_bases=args.resident)
+    return CupyDevice(device=args.device, stream_batch=args.stream_batch, resident_bases=args.resident)
 
 
 def keys_for(spec: CircuitSpec, args: argparse.Namespace, backend) -> tuple:
@@ -178,7 +178,7 @@ def bench_size(log_n: int, args: argparse.Namespace, backend) -> dict:
 def device_name(args: argparse.Namespace) -> str:
     if args.backend == "cpu":
         return f"CPU backend on {platform.processor() or platform.machine()}"
-    from simgpu.real.gpu import get_cupy
+    from simgpu.gpu.cuda import get_cupy
 
     cp = get_cupy()
     props = cp.cuda.runtime.getDeviceProperties(args.device)
@@ -224,7 +224,7 @@ def table(results: list[dict], args: argparse.Namespace) -> str:
         "",
         'setup "-": keys loaded from the cache.  VRAM peak: the device pool\'s peak during '
         "prestage + kernels above what was resident before (NTT tables, kernel constants, "
-        "resident bases); plan: simgpu.real.prover_footprint for the same partition.",
+        "resident bases); plan: simgpu.prover.memory_plan for the same partition.",
     ]
     return "\n".join(lines)
 

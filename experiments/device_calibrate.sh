@@ -10,7 +10,7 @@
 # which a warm machine keeps between the two calls, where a tracked file would be
 # replaced by the working tree's copy.
 set -u
-PROFILE=${PROFILE:-calibration/h200-cupy.toml}
+PROFILE=${PROFILE:-simgpu/profile/profiles/h200-cupy.toml}
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}
 STEP=${1:-all}

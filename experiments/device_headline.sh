@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Phase 10 story on the real GPU: at a VRAM cap where the model says two-lock runs
 # out of memory and single-lock does not (2^22 constraints, cap from
-# experiments/validation_sweep.py's search on calibration/h200-cupy.toml), run both.
+# experiments/validation_sweep.py's search on simgpu/profile/profiles/h200-cupy.toml), run both.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

@@ -5,7 +5,7 @@ Refits the stage times of a calibrated profile from its stored measurements on s
 size with what was measured there: per stage (kernels also as a whole), both the best
 law over the fitted sizes and the measured-points law the profile ships.
 
-    python experiments/extrapolation.py [--profile calibration/h200-cupy.toml] [--fit-max 2^20]
+    python experiments/extrapolation.py [--profile simgpu/profile/profiles/h200-cupy.toml] [--fit-max 2^20]
 """
 
 from __future__ import annotations
@@ -16,17 +16,11 @@ import statistics
 import tomllib
 from pathlib import Path
 
-from simgpu.calibrate import (
-    HOST_SPEED_ADJUSTED,
-    fit_law,
-    mean_reference,
-    measured_means,
-    refit_times,
-    stage_means,
-    time_laws,
-)
-from simgpu.config import parse_count
+from simgpu.calibrate.fit import HOST_SPEED_ADJUSTED, mean_reference, stage_means, time_laws
+from simgpu.calibrate.refit import measured_means, refit_times
 from simgpu.profile import profile_from_dict
+from simgpu.profile.laws import fit_law
+from simgpu.units import parse_count
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = (
@@ -47,7 +41,7 @@ KEYS = (
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profile", default=str(ROOT / "calibration" / "h200-cupy.toml"))
+    ap.add_argument("--profile", default=str(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml"))
     ap.add_argument("--fit-max", default="2^20")
     args = ap.parse_args()
     doc = tomllib.loads(Path(args.profile).read_text())

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from simgpu.calibrate import reference_seconds
-from simgpu.config import parse_count
-from simgpu.real import groth16
-from simgpu.real.circuits import CircuitSpec
+from simgpu.calibrate.measure import reference_seconds
+from simgpu.prover import groth16
+from simgpu.prover.circuits import CircuitSpec
 from simgpu.real.executor import ProverExecutor, ProverSettings
+from simgpu.units import parse_count
 
 SAMPLES = 8
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.profile import load_profile
-from simgpu.validate import compare
+from simgpu.report.compare import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The measured runs of 2026-11-30 on the H200 (validation_sweep.py and
@@ -48,7 +48,7 @@ def measured_doc(comparison: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profile", default=str(ROOT / "calibration" / "h200-cupy.toml"))
+    ap.add_argument("--profile", default=str(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml"))
     ap.add_argument("--sweep", default=str(DATA / "validation.json"))
     ap.add_argument("--sweep-constraints", type=int, default=1 << 20)
     ap.add_argument("--sweep-partitions", type=int, default=4)

@@ -1,4 +1,4 @@
-"""Where the numbers in calibration/seed-rtx5070ti.toml come from.
+"""Where the numbers in simgpu/profile/profiles/seed-rtx5070ti.toml come from.
 
 Re-derives the contention parameters from the published figures
 (shared/data/cuzk-rtx5070ti.md), fits the one free scale (synthesis time) to the
@@ -16,13 +16,13 @@ import tomllib
 from pathlib import Path
 
 from simgpu.config import PipelineConfig
-from simgpu.metrics import summarize
 from simgpu.model.sim import SimRuntime
 from simgpu.profile import profile_from_dict
+from simgpu.report.metrics import summarize
 from simgpu.sched.registry import resolve_design
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILE = ROOT / "calibration" / "seed-rtx5070ti.toml"
+PROFILE = ROOT / "simgpu" / "profile" / "profiles" / "seed-rtx5070ti.toml"
 GiB = 1 << 30
 
 # The sheet's figures.

@@ -1,6 +1,6 @@
 """Predictions against real runs on the GPU: docs/validation.md.
 
-For a calibrated profile (default calibration/h200-cupy.toml) this script
+For a calibrated profile (default simgpu/profile/profiles/h200-cupy.toml) this script
 
 1. finds a VRAM cap where the model says two-lock runs out of VRAM with 2-3 GPU
    workers and single-lock does not (the Phase 10 story, on this prover), from the
@@ -12,7 +12,7 @@ For a calibrated profile (default calibration/h200-cupy.toml) this script
 The runs validated here are full pipelines; the profile was fitted on stages timed one
 by one (`simgpu calibrate`), so no run is used both to fit and to validate.
 
-    python experiments/validation_sweep.py [--profile calibration/h200-cupy.toml] [--constraints 2^20]
+    python experiments/validation_sweep.py [--profile h200-cupy] [--constraints 2^20]
 """
 
 from __future__ import annotations
@@ -23,15 +23,17 @@ import statistics
 import time
 from pathlib import Path
 
-from simgpu.config import PipelineConfig, Workload, parse_count
-from simgpu.metrics import aggregate
+from simgpu.config import PipelineConfig, Workload
 from simgpu.model.montecarlo import predict
 from simgpu.profile import load_profile
-from simgpu.real import B_G2_THREADS
+from simgpu.prover import B_G2_THREADS
 from simgpu.real.executor import ProverSettings
-from simgpu.report import Meta, build_document
+from simgpu.real.run import real_run
+from simgpu.report.compare import compare
+from simgpu.report.document import Meta, build_document
+from simgpu.report.metrics import aggregate
 from simgpu.sched.registry import resolve_design
-from simgpu.validate import compare, real_run
+from simgpu.units import parse_count
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
@@ -69,7 +71,7 @@ def find_two_lock_cap(prof, wl, partition_workers, runs=5):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profile", default=str(ROOT / "calibration" / "h200-cupy.toml"))
+    ap.add_argument("--profile", default=str(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml"))
     ap.add_argument("--constraints", default="2^20")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--proofs", type=int, default=3)

@@ -13,9 +13,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from simgpu.config import PipelineConfig, Workload, load_config, parse_count, parse_size
+from simgpu.config import PipelineConfig, Workload, load_config
 from simgpu.errors import DesignError, SimgpuError, UserError
-from simgpu.real import B_G2_THREADS
+from simgpu.prover import B_G2_THREADS
+from simgpu.units import parse_count, parse_size, size_ladder
 
 # typer re-exports click's exceptions (recent releases vendor click); find their base
 # class through the MRO so this works with either.
@@ -60,7 +61,10 @@ DesignOpt = Annotated[
     typer.Option("--design", "-d", help="a shipped design (see `simgpu designs`) or path/to/file.py:name"),
 ]
 ProfileOpt = Annotated[
-    str, typer.Option("--profile", "-p", help="profile name under calibration/ or a path to a TOML")
+    str,
+    typer.Option(
+        "--profile", "-p", help="a shipped profile (`simgpu profiles`), ./calibration/NAME.toml, or a path"
+    ),
 ]
 VramOpt = Annotated[
     str | None,
@@ -136,7 +140,7 @@ def resolve_workload(profile: Any, cfg: PipelineConfig) -> Workload:
 
 
 def _meta(mode: str, design: Any, profile_name: str, vram: int, workload: Workload, cfg: PipelineConfig):
-    from simgpu.report import Meta
+    from simgpu.report.document import Meta
 
     cfg_doc = {k: v for k, v in asdict(cfg).items() if k not in ("workload", "partitions", "constraints")}
     if cfg_doc.get("vram") is None:
@@ -206,7 +210,10 @@ def predict(
     """Predict throughput, latency, VRAM/host peaks and OOM risk of a design."""
     from simgpu.model.montecarlo import predict as run_predict
     from simgpu.profile import find_profile, load_profile
-    from simgpu.report import build_document, print_table, write_json, write_plot, write_trace
+    from simgpu.report.document import build_document, write_json
+    from simgpu.report.plot import write_plot
+    from simgpu.report.table import print_table
+    from simgpu.report.trace import write_trace
     from simgpu.sched.registry import resolve_design
 
     if runs < 1:
@@ -278,9 +285,12 @@ def run(
     plot: Annotated[Path | None, typer.Option(help="write a PNG: Gantt chart + memory over time")] = None,
 ) -> None:
     """Prove for real with the same scheduler code, and report like predict."""
-    from simgpu.report import print_table, write_json, write_plot, write_trace
+    from simgpu.real.run import real_run
+    from simgpu.report.document import write_json
+    from simgpu.report.plot import write_plot
+    from simgpu.report.table import print_table
+    from simgpu.report.trace import write_trace
     from simgpu.sched.registry import resolve_design
-    from simgpu.validate import real_run
 
     n = parse_count(constraints, "--constraints", 16)
     cfg = PipelineConfig().with_overrides(
@@ -339,8 +349,8 @@ def _prover_settings(
 def _real_document(
     outcome: Any, dsg: Any, backend: str, n: int, partitions: int, cfg: PipelineConfig
 ) -> dict:
-    from simgpu.metrics import aggregate
-    from simgpu.report import build_document
+    from simgpu.report.document import build_document
+    from simgpu.report.metrics import aggregate
 
     workload = Workload(f"groth16-n{n}", partitions, n)
     meta = _meta("run", dsg, f"real {backend}: {outcome.device_name}", outcome.vram_capacity, workload, cfg)
@@ -384,9 +394,10 @@ def validate(
 
     from simgpu.model.montecarlo import predict as run_predict
     from simgpu.profile import find_profile, load_profile
-    from simgpu.report import build_document
+    from simgpu.real.run import real_run
+    from simgpu.report.compare import compare, machine_differences
+    from simgpu.report.document import build_document
     from simgpu.sched.registry import resolve_design
-    from simgpu.validate import compare, machine_differences, real_run
 
     prof = load_profile(find_profile(profile))
     base = prof.workload()
@@ -451,20 +462,6 @@ def validate(
     console.print(f"real run: {measured['verification']['proofs_verified']} proofs verified")
 
 
-def _size_ladder(text: str) -> list[int]:
-    """'2^14..2^22' (every other power of two), '2^14..2^22:1' (every power), or a list
-    '2^14,2^16,100000'."""
-    if ".." in text:
-        lo_s, _, rest = text.partition("..")
-        hi_s, _, step_s = rest.partition(":")
-        lo, hi = parse_count(lo_s, "--sizes", 16), parse_count(hi_s, "--sizes", 16)
-        step = int(step_s) if step_s else 2
-        if lo & (lo - 1) or hi & (hi - 1) or hi < lo or step < 1:
-            raise UserError(f"--sizes {text!r}: give powers of two, low..high[:step]")
-        return [1 << e for e in range(lo.bit_length() - 1, hi.bit_length(), step)]
-    return sorted({parse_count(x, "--sizes", 16) for x in text.split(",")})
-
-
 @app.command()
 @reports_errors
 def calibrate(
@@ -485,12 +482,12 @@ def calibrate(
     keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
 ) -> None:
     """Measure the real prover over a ladder of sizes and write a fitted profile."""
-    from simgpu.calibrate import calibrate as run_calibration
+    from simgpu.calibrate.build import calibrate as run_calibration
     from simgpu.real.executor import ProverSettings
 
     if repeats < 1:
         raise UserError(f"--repeats: must be at least 1, got {repeats}")
-    ladder = _size_ladder(sizes)
+    ladder = size_ladder(sizes)
     settings = ProverSettings(
         backend=backend,
         vram_limit=_opt_size(vram, "--vram"),
@@ -530,9 +527,9 @@ def designs() -> None:
 @app.command()
 def profiles() -> None:
     """List the shipped profiles."""
-    from simgpu.profile import CALIBRATION_DIR, load_profile
+    from simgpu.profile import load_profile, shipped_profiles
 
-    for path in sorted(CALIBRATION_DIR.glob("*.toml")):
+    for path in shipped_profiles():
         p = load_profile(path)
         wl = p.workload()
         typer.echo(

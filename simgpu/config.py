@@ -15,74 +15,13 @@ override the file.
 
 from __future__ import annotations
 
-import math
-import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from simgpu.errors import UserError
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    # A bare K/M/G/T is binary: "16G" on a GPU spec sheet means GiB.  KB/MB/GB/TB are SI.
-    "k": 1 << 10,
-    "kb": 1000,
-    "m": 1 << 20,
-    "mb": 1000**2,
-    "g": 1 << 30,
-    "gb": 1000**3,
-    "t": 1 << 40,
-    "tb": 1000**4,
-    "ki": 1 << 10,
-    "kib": 1 << 10,
-    "mi": 1 << 20,
-    "mib": 1 << 20,
-    "gi": 1 << 30,
-    "gib": 1 << 30,
-    "ti": 1 << 40,
-    "tib": 1 << 40,
-}
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
-_POW = re.compile(r"^\s*([0-9]+)\s*\^\s*([0-9]+)\s*$")
-
-
-def parse_size(text: str | int | float, what: str = "size") -> int:
-    """Bytes (or a count) from '16G', '16GiB', '12.5GB', '2^27', '512MiB', 1024.
-
-    A bare K/M/G/T is binary ('16G' is 16 GiB, as on GPU spec sheets); 'GB' is 10^9.  Negative,
-    empty or unparsable input raises UserError naming `what`.
-    """
-    if isinstance(text, bool):
-        raise UserError(f"{what}: expected a size, got {text!r}")
-    if isinstance(text, int | float):
-        if text < 0 or not math.isfinite(text):
-            raise UserError(f"{what}: size must be a non-negative number, got {text!r}")
-        return int(text)
-    s = str(text).strip()
-    if s.startswith("-"):
-        raise UserError(f"{what}: size must not be negative, got {text!r}")
-    m = _POW.match(s)
-    if m:
-        base, exp = int(m.group(1)), int(m.group(2))
-        if exp > 80:
-            raise UserError(f"{what}: {text!r} is too large")
-        return base**exp
-    m = _SIZE.match(s)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise UserError(f"{what}: cannot parse {text!r} (examples: 16G, 16GiB, 12.5GB, 512MiB, 2^27)")
-    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    return int(round(value))
-
-
-def parse_count(text: str | int, what: str, minimum: int = 0) -> int:
-    """A whole count that may be written as 2^20 or 1M; must be >= minimum."""
-    n = parse_size(text, what)
-    if n < minimum:
-        raise UserError(f"{what}: must be at least {minimum}, got {text!r}")
-    return n
+from simgpu.units import parse_count, parse_size
 
 
 @dataclass(frozen=True)

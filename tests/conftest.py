@@ -11,9 +11,9 @@ import pytest
 
 from simgpu.config import PipelineConfig
 from simgpu.events import RunResult
-from simgpu.metrics import RunSummary, summarize
 from simgpu.model.sim import SimRuntime
 from simgpu.profile import Profile, load_profile, profile_from_dict
+from simgpu.report.metrics import RunSummary, summarize
 from simgpu.sched.registry import resolve_design
 
 DATA = Path(__file__).parent / "data"
@@ -33,7 +33,7 @@ def tiny_profile(**sections: dict[str, Any]) -> Profile:
 
 
 def seed_profile() -> Profile:
-    return load_profile(ROOT / "calibration" / "seed-rtx5070ti.toml")
+    return load_profile(ROOT / "simgpu" / "profile" / "profiles" / "seed-rtx5070ti.toml")
 
 
 def simulate(profile: Profile, design: str, seed: int = 0, **config: Any) -> tuple[RunResult, RunSummary]:

@@ -10,19 +10,14 @@ import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
-from simgpu.calibrate import (
-    EPILOGUE_SAMPLES,
-    TIME_LAWS,
-    fit_law,
-    refit_profile,
-    stage_means,
-    time_law,
-    time_laws,
-)
+from simgpu.calibrate.fit import TIME_LAWS, stage_means, time_law, time_laws
+from simgpu.calibrate.measure import EPILOGUE_SAMPLES
+from simgpu.calibrate.refit import refit_profile
 from simgpu.cli import app, main
 from simgpu.errors import UserError
 from simgpu.profile import Law, PointsLaw, load_profile, profile_from_dict
-from simgpu.tomlwrite import Inline, dumps
+from simgpu.profile.laws import fit_law
+from simgpu.profile.tomlwrite import Inline, dumps
 
 
 def test_fit_recovers_a_known_law():
@@ -83,15 +78,15 @@ def test_points_law_follows_its_law_beyond_the_measured_sizes():
 
 
 def test_toml_writer_round_trips_a_profile():
-    doc = tomllib.loads((ROOT / "calibration" / "h200-cupy.toml").read_text())
-    from simgpu.calibrate import _inline_laws
+    doc = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
+    from simgpu.calibrate.refit import _inline_laws
 
     assert tomllib.loads(dumps(_inline_laws(doc))) == doc
     assert tomllib.loads(dumps({"a": Inline(law="n", b=1.5)})) == {"a": {"law": "n", "b": 1.5}}
 
 
 def test_the_shipped_h200_profile_loads_and_predicts():
-    prof = load_profile(ROOT / "calibration" / "h200-cupy.toml")
+    prof = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml")
     r = prof.resolve(1 << 20)
     # footprints from the prover's plan: 32 B per domain element for d_a, 64 for d_bc
     assert r.buffers["d_a"] == 32 << 20 and r.buffers["d_bc"] == 64 << 20
@@ -101,7 +96,7 @@ def test_the_shipped_h200_profile_loads_and_predicts():
 
 
 def test_a_bad_calibrated_b_g2_split_is_a_user_error():
-    doc = tomllib.loads((ROOT / "calibration" / "h200-cupy.toml").read_text())
+    doc = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
     doc["calibration"]["b_g2_threads"] = "four"
     with pytest.raises(UserError, match="b_g2_threads must be a positive integer"):
         profile_from_dict(doc)
@@ -109,7 +104,7 @@ def test_a_bad_calibrated_b_g2_split_is_a_user_error():
 
 def test_refit_on_small_sizes(tmp_path):
     out = tmp_path / "small.toml"
-    errors = refit_profile(ROOT / "calibration" / "h200-cupy.toml", out, max_size=1 << 20)
+    errors = refit_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml", out, max_size=1 << 20)
     doc = tomllib.loads(out.read_text())
     assert doc["calibration"]["refit_max_size"] == 1 << 20
     assert set(errors) >= {"synthesis_compute", "synthesis_transfer", "b_g2_msm", "kernels_h_msm"}

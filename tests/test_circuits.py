@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from simgpu.errors import UserError
-from simgpu.real.bls12_381 import R_ORDER
-from simgpu.real.circuits import BIT, INPUT, LIN, MUL, CircuitSpec, generate, layout_of, r1cs_of
-from simgpu.real.encoding import limbs_to_ints
-from simgpu.real.synthesis import signed_to_fr_limbs, synthesize, unsatisfied_rows
+from simgpu.gpu.bls12_381 import R_ORDER
+from simgpu.gpu.encoding import limbs_to_ints
+from simgpu.prover.circuits import BIT, INPUT, LIN, MUL, CircuitSpec, generate, layout_of, r1cs_of
+from simgpu.prover.synthesis import signed_to_fr_limbs, synthesize, unsatisfied_rows
 
 
 def test_spec_normalises_and_validates() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from simgpu.config import PipelineConfig, load_config, parse_size
+from simgpu.config import PipelineConfig, load_config
 from simgpu.errors import UserError
+from simgpu.units import parse_size
 
 GiB = 1 << 30
 

@@ -10,8 +10,8 @@ from conftest import tiny_profile
 
 from simgpu.config import PipelineConfig
 from simgpu.errors import UserError
-from simgpu.metrics import summarize
 from simgpu.model.sim import SimRuntime
+from simgpu.report.metrics import summarize
 from simgpu.sched.registry import resolve_design
 
 DESIGNS = Path(__file__).parent / "designs" / "crossed.py"

@@ -12,11 +12,12 @@ import pytest
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
 from simgpu.errors import DesignError, UserError, VramExhausted
-from simgpu.real.bls12_381 import R_ORDER
-from simgpu.real.circuits import CircuitSpec
-from simgpu.real.cpu_backend import CpuBackend
-from simgpu.real.encoding import g1_from_limbs, limbs_to_ints, scalar_of
-from simgpu.real.groth16 import (
+from simgpu.gpu.bls12_381 import R_ORDER
+from simgpu.gpu.encoding import g1_from_limbs, limbs_to_ints, scalar_of
+from simgpu.gpu.ntt import h_ref
+from simgpu.prover.circuits import CircuitSpec
+from simgpu.prover.cpu_device import CpuDevice
+from simgpu.prover.groth16 import (
     PROOF_BYTES,
     KernelOutput,
     PartitionedProof,
@@ -33,10 +34,9 @@ from simgpu.real.groth16 import (
     verify,
     verify_partitions,
 )
-from simgpu.real.ntt import h_ref
-from simgpu.real.prover_footprint import ProverShape, plan_for_backend, stage_peak
-from simgpu.real.setup import lagrange_at, setup
-from simgpu.real.synthesis import synthesize
+from simgpu.prover.memory_plan import ProverShape, plan_for_backend, stage_peak
+from simgpu.prover.setup import lagrange_at, setup
+from simgpu.prover.synthesis import synthesize
 
 SPECS = {
     "tiny": CircuitSpec(log_constraints=4, public_inputs=1, seed=1),
@@ -60,7 +60,7 @@ def test_proofs_verify(name: str) -> None:
     pk, vk = keys(name)
     for seed in (1, 2):
         synth = fresh(name, seed)
-        proof = prove(pk, synth, CpuBackend(stream_batch=32), threads=2)
+        proof = prove(pk, synth, CpuDevice(stream_batch=32), threads=2)
         assert verify(vk, synth.public_inputs, proof)
 
 
@@ -83,7 +83,7 @@ def test_h_is_the_quotient() -> None:
 def test_tampered_proofs_fail() -> None:
     pk, vk = keys("std")
     synth = fresh("std")
-    proof = prove(pk, synth, CpuBackend())
+    proof = prove(pk, synth, CpuDevice())
     assert verify(vk, synth.public_inputs, proof)
     g1, g2 = G1Point(), G2Point()
     assert not verify(vk, synth.public_inputs, Proof(proof.a + g1, proof.b, proof.c))
@@ -95,7 +95,7 @@ def test_tampered_proofs_fail() -> None:
 def test_wrong_public_inputs_fail() -> None:
     pk, vk = keys("std")
     synth = fresh("std")
-    proof = prove(pk, synth, CpuBackend())
+    proof = prove(pk, synth, CpuDevice())
     x = synth.public_inputs
     assert not verify(vk, [(x[0] + 1) % R_ORDER, *x[1:]], proof)
     assert not verify(vk, [x[1], x[0]], proof)
@@ -110,13 +110,13 @@ def test_bad_witness_fails() -> None:
     pk, vk = keys("std")
     for corrupt in (0, 77, 200):
         synth = fresh("std", corrupt=corrupt)
-        assert not verify(vk, synth.public_inputs, prove(pk, synth, CpuBackend()))
+        assert not verify(vk, synth.public_inputs, prove(pk, synth, CpuDevice()))
 
 
 def test_proof_serialization_round_trip() -> None:
     pk, vk = keys("mixed")
     synth = fresh("mixed")
-    proof = prove(pk, synth, CpuBackend())
+    proof = prove(pk, synth, CpuDevice())
     raw = proof.to_bytes()
     assert len(raw) == PROOF_BYTES == 192
     back = Proof.from_bytes(raw)
@@ -135,7 +135,7 @@ def test_proof_serialization_round_trip() -> None:
 
 def test_partitioned_proof() -> None:
     pk, vk = keys("tiny")
-    proof, inputs = prove_partitions(pk, [10, 11, 12], CpuBackend(), rng=np.random.default_rng(0))
+    proof, inputs = prove_partitions(pk, [10, 11, 12], CpuDevice(), rng=np.random.default_rng(0))
     raw = proof.to_bytes()
     assert len(raw) == 3 * 192
     back = PartitionedProof.from_bytes(raw)
@@ -151,8 +151,8 @@ def test_stages_one_by_one_equal_prove() -> None:
     pk, vk = keys("std")
     synth = fresh("std")
     rs = (12345, 67890)
-    whole = prove(pk, synth, CpuBackend(), rng=rs)
-    backend = CpuBackend(stream_batch=50)
+    whole = prove(pk, synth, CpuDevice(), rng=rs)
+    backend = CpuDevice(stream_batch=50)
     prepared = prep(fresh("std"), pk)
     buffers = prestage(prepared, backend)
     assert prepared.a is None and buffers.held() == ["d_a", "d_bc"]
@@ -190,7 +190,7 @@ def _reference_sums(pk, synth) -> KernelOutput:
 def test_batched_split_msms_match_plain_msms(resident: bool, batch: int) -> None:
     pk, _ = keys("mixed")
     want = _reference_sums(pk, fresh("mixed"))
-    got = kernels(prep(fresh("mixed"), pk), pk, CpuBackend(stream_batch=batch, resident_bases=resident))
+    got = kernels(prep(fresh("mixed"), pk), pk, CpuDevice(stream_batch=batch, resident_bases=resident))
     assert (got.h, got.l, got.a, got.b1) == (want.h, want.l, want.a, want.b1)
 
 
@@ -207,8 +207,8 @@ def test_b_g2_msm_matches_plain_msm_for_any_pool_size() -> None:
 
 
 def test_the_g2_pool_computes_the_same_sum_in_worker_processes(tmp_path) -> None:
-    from simgpu.real.g2pool import G2Pool
-    from simgpu.real.setup import cached_keys, key_path
+    from simgpu.prover.g2pool import G2Pool
+    from simgpu.prover.setup import cached_keys, key_path
 
     spec = SPECS["mixed"]
     pk, _, _ = cached_keys(spec, 99, tmp_path)
@@ -223,7 +223,7 @@ def test_the_g2_pool_computes_the_same_sum_in_worker_processes(tmp_path) -> None
 
 def test_query_split() -> None:
     vals = [0, 1, 5, 0, 1, R_ORDER - 1, 2**40, 1]
-    from simgpu.real.encoding import ints_to_limbs
+    from simgpu.gpu.encoding import ints_to_limbs
 
     split = QuerySplit.of("x", ints_to_limbs(vals))
     assert split.ones.tolist() == [1, 4, 7] and split.tails.tolist() == [2, 5, 6]
@@ -253,7 +253,7 @@ def test_prep_reports_density() -> None:
 @pytest.mark.parametrize("prestaged", [True, False])
 def test_ledger_peak_equals_plan(resident: bool, batch: int, prestaged: bool) -> None:
     pk, _ = keys("std")
-    backend = CpuBackend(stream_batch=batch, resident_bases=resident)
+    backend = CpuDevice(stream_batch=batch, resident_bases=resident)
     preload(pk, backend)
     prove(pk, fresh("std", 1), backend)  # warm: the NTT tables are cached from now on
     baseline = backend.used()
@@ -278,7 +278,7 @@ def test_ledger_peak_equals_plan(resident: bool, batch: int, prestaged: bool) ->
 
 def test_first_call_builds_ntt_tables() -> None:
     pk, _ = keys("std")
-    backend = CpuBackend()
+    backend = CpuDevice()
     prepared = prep(fresh("std"), pk)
     plan = plan_for_backend(ProverShape.from_prepared(prepared), backend)
     buffers = prestage(prepared, backend)
@@ -308,7 +308,7 @@ def test_estimated_shape_is_close_to_the_real_one() -> None:
 def test_prestage_oom_names_the_buffer_and_frees_everything() -> None:
     pk, _ = keys("std")
     d_a = 256 * 32
-    backend = CpuBackend(vram_limit=d_a + 1000)  # d_a fits, d_bc does not
+    backend = CpuDevice(vram_limit=d_a + 1000)  # d_a fits, d_bc does not
     prepared = prep(fresh("std"), pk)
     with pytest.raises(VramExhausted) as info:
         prestage(prepared, backend)
@@ -321,11 +321,11 @@ def test_prestage_oom_names_the_buffer_and_frees_everything() -> None:
 @pytest.mark.parametrize("prestaged", [True, False])
 def test_kernels_oom_names_the_buffer_and_frees_everything(prestaged: bool) -> None:
     pk, vk = keys("std")
-    probe = CpuBackend(stream_batch=64)
+    probe = CpuDevice(stream_batch=64)
     prepared = prep(fresh("std"), pk)
     plan = plan_for_backend(ProverShape.from_prepared(prepared), probe, prestaged=prestaged)
     need = stage_peak(plan, "kernels")
-    backend = CpuBackend(vram_limit=need - 1, stream_batch=64)  # cold: tables built inside
+    backend = CpuDevice(vram_limit=need - 1, stream_batch=64)  # cold: tables built inside
     buffers = prestage(prepared, backend) if prestaged else None
     with pytest.raises(VramExhausted) as info:
         kernels(prepared, pk, backend, buffers)
@@ -340,14 +340,14 @@ def test_kernels_oom_names_the_buffer_and_frees_everything(prestaged: bool) -> N
     # With the planned memory (cold start included) the same partition proves.
     b = plan["buffers"]
     cold = b["d_a"] + b["d_bc"] + b["ntt_tables"] + b["ntt_twiddle_build"] + b["ntt_scratch"]
-    roomy = CpuBackend(vram_limit=max(need, cold), stream_batch=64)
+    roomy = CpuDevice(vram_limit=max(need, cold), stream_batch=64)
     synth = fresh("std")
     assert verify(vk, synth.public_inputs, prove(pk, synth, roomy))
 
 
 def test_device_buffers_handle() -> None:
     pk, _ = keys("tiny")
-    backend = CpuBackend()
+    backend = CpuDevice()
     buffers = prestage(prep(fresh("tiny"), pk), backend)
     assert buffers.nbytes() == backend.used() == 3 * 16 * 32
     buffers.release("d_bc")
@@ -363,8 +363,8 @@ def test_device_buffers_handle() -> None:
 def test_randomness_makes_proofs_differ_but_both_verify() -> None:
     pk, vk = keys("tiny")
     synth = fresh("tiny")
-    p1 = prove(pk, synth, CpuBackend())
-    p2 = prove(pk, fresh("tiny"), CpuBackend())
+    p1 = prove(pk, synth, CpuDevice())
+    p2 = prove(pk, fresh("tiny"), CpuDevice())
     assert p1 != p2
     assert verify(vk, synth.public_inputs, p1) and verify(vk, synth.public_inputs, p2)
 
@@ -373,7 +373,7 @@ def test_epilogue_formula() -> None:
     """C = H + L + sA + rB1 - rs delta, with A, B1 as the proof's blinded sums."""
     pk, _ = keys("tiny")
     prepared = prep(fresh("tiny"), pk)
-    out = kernels(prepared, pk, CpuBackend())
+    out = kernels(prepared, pk, CpuDevice())
     b2 = b_g2_msm(prepared, pk)
     r, s = 3, 5
     proof = epilogue(prepared, pk, out, b2, (r, s))
@@ -390,13 +390,13 @@ def test_epilogue_formula() -> None:
 def test_oom_in_the_h_msm_phase_is_named() -> None:
     pk, _ = keys("std")
     prepared = prep(fresh("std"), pk)
-    plan = plan_for_backend(ProverShape.from_prepared(prepared), CpuBackend(stream_batch=64))
+    plan = plan_for_backend(ProverShape.from_prepared(prepared), CpuDevice(stream_batch=64))
     b = plan["buffers"]
     ntt_done = b["d_a"] + b["ntt_tables"]  # after the ntt phase: d_bc gone, tables cached
     cold_ntt = b["d_a"] + b["d_bc"] + b["ntt_tables"] + b["ntt_twiddle_build"] + b["ntt_scratch"]
     cap = max(cold_ntt, ntt_done + b["h_msm"] - 1)
     assert cap < ntt_done + b["h_msm"]
-    backend = CpuBackend(vram_limit=cap, stream_batch=64)
+    backend = CpuDevice(vram_limit=cap, stream_batch=64)
     with prestage(prepared, backend) as buffers, pytest.raises(VramExhausted) as info:
         kernels(prepared, pk, backend, buffers)
     assert info.value.buffer.startswith("h_msm_")
@@ -404,13 +404,13 @@ def test_oom_in_the_h_msm_phase_is_named() -> None:
 
 
 def test_plan_host_buffers_match_the_stage_outputs() -> None:
-    from simgpu.real.backend import Backend
+    from simgpu.prover.device import Device
 
     pk, _ = keys("std")
     synth = fresh("std")
     prepared = prep(synth, pk)
-    backend = CpuBackend()
-    assert isinstance(backend, Backend)
+    backend = CpuDevice()
+    assert isinstance(backend, Device)
     plan = plan_for_backend(ProverShape.from_prepared(prepared), backend)
     b = plan["buffers"]
     assert b["host_abc"] == synth.host_bytes()["abc"] == prepared.host_bytes()["abc"]

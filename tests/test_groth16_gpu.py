@@ -13,16 +13,16 @@ import pytest
 from py_arkworks_bls12381 import G1Point
 
 from simgpu.errors import VramExhausted
-from simgpu.real.backend import cupy_backend_available
-from simgpu.real.circuits import CircuitSpec
-from simgpu.real.cpu_backend import CpuBackend
-from simgpu.real.encoding import limbs_to_ints
-from simgpu.real.groth16 import Proof, kernels, preload, prep, prestage, prove, verify
-from simgpu.real.keys import load_keys, save_keys
-from simgpu.real.ntt import h_ref
-from simgpu.real.prover_footprint import ProverShape, plan_for_backend, stage_peak
-from simgpu.real.setup import setup
-from simgpu.real.synthesis import synthesize
+from simgpu.gpu.encoding import limbs_to_ints
+from simgpu.gpu.ntt import h_ref
+from simgpu.prover.circuits import CircuitSpec
+from simgpu.prover.cpu_device import CpuDevice
+from simgpu.prover.cupy_device import cupy_device_available
+from simgpu.prover.groth16 import Proof, kernels, preload, prep, prestage, prove, verify
+from simgpu.prover.keys import load_keys, save_keys
+from simgpu.prover.memory_plan import ProverShape, plan_for_backend, stage_peak
+from simgpu.prover.setup import setup
+from simgpu.prover.synthesis import synthesize
 
 pytestmark = pytest.mark.gpu
 
@@ -31,7 +31,7 @@ THREADS = os.cpu_count() or 1
 
 @pytest.fixture(scope="module", autouse=True)
 def _needs_gpu() -> None:
-    if not cupy_backend_available():
+    if not cupy_device_available():
         pytest.skip("needs CuPy and a CUDA device")
 
 
@@ -50,9 +50,9 @@ _keys: dict[int, tuple] = {}
 def keys_for(log_n: int, key_dir: Path):
     """Setup with the G1 points on the GPU, saved and memory-mapped back (as in use)."""
     if log_n not in _keys:
-        from simgpu.real.backend import CupyBackend
+        from simgpu.prover.cupy_device import CupyDevice
 
-        pk, vk = setup(spec_of(log_n), seed=1, backend=CupyBackend())
+        pk, vk = setup(spec_of(log_n), seed=1, backend=CupyDevice())
         path = key_dir / f"k{log_n}.sgk"
         save_keys(path, pk, vk, setup_seed=1)
         _keys[log_n] = load_keys(path)
@@ -60,9 +60,9 @@ def keys_for(log_n: int, key_dir: Path):
 
 
 def cupy_backend(**kw):
-    from simgpu.real.backend import CupyBackend
+    from simgpu.prover.cupy_device import CupyDevice
 
-    return CupyBackend(**kw)
+    return CupyDevice(**kw)
 
 
 def _settle(backend) -> int:
@@ -76,7 +76,7 @@ def test_gpu_sums_equal_cpu_sums_on_a_small_circuit() -> None:
     spec = CircuitSpec(log_constraints=10, public_inputs=2, seed=3)
     pk, vk = setup(spec, seed=2, workers=1)
     gpu = cupy_backend(stream_batch=300)  # several batches per query
-    want = kernels(prep(synthesize(spec, 1), pk), pk, CpuBackend(stream_batch=300))
+    want = kernels(prep(synthesize(spec, 1), pk), pk, CpuDevice(stream_batch=300))
     got = kernels(prep(synthesize(spec, 1), pk), pk, gpu)
     assert (got.h, got.l, got.a, got.b1) == (want.h, want.l, want.a, want.b1)
     # and the H polynomial itself

@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 
-from simgpu.real import gpu
+from simgpu.gpu import cuda as gpu
 
 pytestmark = pytest.mark.gpu
 
@@ -23,9 +23,9 @@ import cupy as cp  # noqa: E402
 from py_arkworks_bls12381 import G1Point  # noqa: E402
 
 from simgpu.errors import VramExhausted  # noqa: E402
-from simgpu.real import footprint, msm, ntt  # noqa: E402
-from simgpu.real.bls12_381 import R_ORDER as R  # noqa: E402
-from simgpu.real.encoding import ints_to_limbs, limbs_to_ints  # noqa: E402
+from simgpu.gpu import footprint, msm, ntt  # noqa: E402
+from simgpu.gpu.bls12_381 import R_ORDER as R  # noqa: E402
+from simgpu.gpu.encoding import ints_to_limbs, limbs_to_ints  # noqa: E402
 
 RNG = random.Random()
 

@@ -5,7 +5,7 @@
    reference (arkworks) against a naive sum.
 2. The kernels' own code, built for the host (tests/host_harness: the PTX carry chains
    emulated), against Python integers: field and curve arithmetic, and the complete
-   NTT / MSM drivers of simgpu.real.ntt and simgpu.real.msm with their pass plans,
+   NTT / MSM drivers of simgpu.gpu.ntt and simgpu.gpu.msm with their pass plans,
    tables, digit sorting and reduction rounds.  Skipped without a C++ compiler.
 3. The footprint model against the drivers' actual allocations (host harness).
 """
@@ -22,9 +22,10 @@ import pytest
 from py_arkworks_bls12381 import G1Point, Scalar
 
 from simgpu.errors import SimgpuError
-from simgpu.real import footprint, gpu, msm, ntt
-from simgpu.real.bls12_381 import COSET_GENERATOR, FP, FR, P_MOD, R_ORDER, root_of_unity
-from simgpu.real.encoding import g1_from_xy, g1_to_limbs, ints_to_limbs, limbs_to_ints
+from simgpu.gpu import cuda as gpu
+from simgpu.gpu import footprint, msm, ntt
+from simgpu.gpu.bls12_381 import COSET_GENERATOR, FP, FR, P_MOD, R_ORDER, root_of_unity
+from simgpu.gpu.encoding import g1_from_xy, g1_to_limbs, ints_to_limbs, limbs_to_ints
 
 R = R_ORDER
 RNG = random.Random()

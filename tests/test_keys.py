@@ -11,13 +11,13 @@ import pytest
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from simgpu.errors import UserError
-from simgpu.real.circuits import CircuitSpec, r1cs_of
-from simgpu.real.cpu_backend import CpuBackend, fixed_base_mul
-from simgpu.real.encoding import g1_from_limbs, ints_to_limbs, limbs_to_ints, random_fr, scalar_of
-from simgpu.real.groth16 import prove, verify
-from simgpu.real.keys import ALIGN, MAGIC, load_keys, read_header, save_keys, verify_sections
-from simgpu.real.setup import ToxicWaste, batch_inverse, key_id_of, lagrange_at, setup
-from simgpu.real.synthesis import synthesize
+from simgpu.gpu.encoding import g1_from_limbs, ints_to_limbs, limbs_to_ints, random_fr, scalar_of
+from simgpu.prover.circuits import CircuitSpec, r1cs_of
+from simgpu.prover.cpu_device import CpuDevice, fixed_base_mul
+from simgpu.prover.groth16 import prove, verify
+from simgpu.prover.keys import ALIGN, MAGIC, load_keys, read_header, save_keys, verify_sections
+from simgpu.prover.setup import ToxicWaste, batch_inverse, key_id_of, lagrange_at, setup
+from simgpu.prover.synthesis import synthesize
 
 SPEC = CircuitSpec(log_constraints=6, public_inputs=3, b_density=0.3, seed=8)
 
@@ -62,7 +62,7 @@ def test_setup_is_deterministic_and_points_are_valid(pair) -> None:
 
 
 def test_lagrange_basis_and_batch_inverse() -> None:
-    from simgpu.real.bls12_381 import R_ORDER, root_of_unity
+    from simgpu.gpu.bls12_381 import R_ORDER, root_of_unity
 
     vals = [3, 5, R_ORDER - 2, 2**200]
     assert [v * i % R_ORDER for v, i in zip(vals, batch_inverse(vals), strict=True)] == [1] * 4
@@ -116,7 +116,7 @@ def test_round_trip_memory_mapped(keyfile: Path, pair) -> None:
     assert verify_sections(keyfile) == []
     # A proof made with the memory-mapped key verifies with the loaded vk.
     synth = synthesize(SPEC, 3)
-    assert verify(vk2, synth.public_inputs, prove(pk2, synth, CpuBackend(stream_batch=16)))
+    assert verify(vk2, synth.public_inputs, prove(pk2, synth, CpuDevice(stream_batch=16)))
 
 
 def test_load_without_mmap(keyfile: Path, pair) -> None:

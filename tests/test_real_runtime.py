@@ -9,9 +9,9 @@ import pytest
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.errors import DesignError
-from simgpu.metrics import summarize
 from simgpu.real.null_executor import NullExecutor
 from simgpu.real.runtime import RealRuntime
+from simgpu.report.metrics import summarize
 from simgpu.sched.registry import resolve_design
 
 DESIGNS = Path(__file__).parent / "designs" / "crossed.py"

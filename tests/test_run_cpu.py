@@ -10,13 +10,13 @@ from conftest import ROOT
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.events import partition_sequence
-from simgpu.metrics import summarize
 from simgpu.model.sim import SimRuntime
 from simgpu.profile import profile_from_dict
-from simgpu.real.circuits import CircuitSpec
+from simgpu.prover.circuits import CircuitSpec
+from simgpu.prover.memory_plan import prover_profile_dict
 from simgpu.real.executor import ProverExecutor, ProverSettings
-from simgpu.real.prover_profile import prover_profile_dict
 from simgpu.real.runtime import RealRuntime
+from simgpu.report.metrics import summarize
 from simgpu.sched.registry import resolve_design
 
 SPEC = CircuitSpec(log_constraints=6)
@@ -230,9 +230,9 @@ def test_validate_lines_up_prediction_and_measurement(keys_dir, tmp_path):
 
 def test_validate_says_when_the_profile_is_of_another_machine():
     from simgpu.profile import load_profile
-    from simgpu.validate import machine_differences
+    from simgpu.report.compare import machine_differences
 
-    h200 = load_profile(ROOT / "calibration" / "h200-cupy.toml").hardware
+    h200 = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").hardware
     assert machine_differences(h200, "NVIDIA H200", 16) == []
     assert machine_differences(h200, "NVIDIA GeForce RTX 5070 Ti", 8) == [
         "the GPU is NVIDIA GeForce RTX 5070 Ti, not NVIDIA H200",

@@ -1,4 +1,4 @@
-"""The shipped default, calibration/seed-rtx5070ti.toml, against the published story."""
+"""The shipped default, simgpu/profile/profiles/seed-rtx5070ti.toml, against the published story."""
 
 from __future__ import annotations
 

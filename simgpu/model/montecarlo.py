@@ -7,9 +7,9 @@ from typing import Any
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.events import RunResult
-from simgpu.metrics import RunSummary, aggregate, summarize
 from simgpu.model.sim import SimRuntime
 from simgpu.profile import Profile
+from simgpu.report.metrics import RunSummary, aggregate, summarize
 from simgpu.sched.registry import Design
 
 

@@ -1,8 +1,8 @@
 """The real Groth16 prover as RealRuntime's stage executor.
 
-Each stage of a partition calls simgpu.real.groth16 on the partition's data:
+Each stage of a partition calls simgpu.prover.groth16 on the partition's data:
 synthesis in a pool of worker processes (CPU-heavy Python, outside this process's GIL),
-b_g2_msm in a pool of processes holding the key's G2 points (simgpu.real.g2pool), prep
+b_g2_msm in a pool of processes holding the key's G2 points (simgpu.prover.g2pool), prep
 and epilogue on the calling thread, prestage and kernels on the worker's device backend
 (CuPy, or the CPU backend whose VRAM is a capped ledger).  Every partition proof is
 verified in its epilogue; a proof that does not verify fails its partition with
@@ -22,13 +22,12 @@ import numpy as np
 
 from simgpu.errors import OutOfMemory, SimgpuError, UserError
 from simgpu.profile import Resolved, profile_from_dict
-from simgpu.real import B_G2_THREADS, groth16
-from simgpu.real.circuits import CircuitSpec
-from simgpu.real.g2pool import G2Pool
-from simgpu.real.prover_footprint import ProverShape, prover_plan
-from simgpu.real.prover_profile import prover_profile_dict
-from simgpu.real.setup import cached_keys, key_path
-from simgpu.real.synthesis import synthesize
+from simgpu.prover import B_G2_THREADS, groth16
+from simgpu.prover.circuits import CircuitSpec
+from simgpu.prover.g2pool import G2Pool
+from simgpu.prover.memory_plan import ProverShape, prover_plan, prover_profile_dict
+from simgpu.prover.setup import cached_keys, key_path
+from simgpu.prover.synthesis import synthesize
 from simgpu.sched.work import Partition
 
 GPU_STAGES = ("prestage", "kernels")
@@ -139,16 +138,16 @@ class ProverExecutor:
         if s.stream_batch:
             kw["stream_batch"] = s.stream_batch
         if s.backend == "cupy":
-            from simgpu.real.backend import CupyBackend
+            from simgpu.prover.cupy_device import CupyDevice
 
             try:
-                return CupyBackend(device=device, vram_limit=s.vram_limit if capped else None, **kw)
+                return CupyDevice(device=device, vram_limit=s.vram_limit if capped else None, **kw)
             except SimgpuError as e:
                 raise SimgpuError(f"{e} (without a GPU, --backend cpu runs small circuits)") from None
         if s.backend == "cpu":
-            from simgpu.real.cpu_backend import CpuBackend
+            from simgpu.prover.cpu_device import CpuDevice
 
-            return CpuBackend(vram_limit=s.vram_limit, device=device, **kw)
+            return CpuDevice(vram_limit=s.vram_limit, device=device, **kw)
         raise UserError(f"unknown backend {s.backend!r} (cupy or cpu)")
 
     def _warm_up(self) -> None:
@@ -191,7 +190,7 @@ class ProverExecutor:
 
     def device_name(self) -> str:
         if self.settings.backend == "cupy":
-            from simgpu.real.gpu import get_cupy
+            from simgpu.gpu.cuda import get_cupy
 
             cp = get_cupy()
             return cp.cuda.runtime.getDeviceProperties(0)["name"].decode()

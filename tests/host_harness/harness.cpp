@@ -1,4 +1,4 @@
-// Host build of the CUDA kernels' code (kernels/*.cuh, *.cu) for the CI tests.
+// Host build of the CUDA kernels' code (simgpu/gpu/*.cuh, *.cu) for the CI tests.
 //
 // prims.cuh emulates the PTX carry flag on the host, and every kernel is written as
 // per-thread phase functions, so this program can run the very code the GPU runs,

@@ -1,6 +1,6 @@
 """Drive the kernels' own code on the CPU: build tests/host_harness/harness.cpp with g++
-against simgpu/real/kernels and the generated constants header, and expose it through
-the same backend interfaces the GPU drivers use (simgpu.real.ntt / simgpu.real.msm),
+against simgpu/gpu and the generated constants header, and expose it through
+the same backend interfaces the GPU drivers use (simgpu.gpu.ntt / simgpu.gpu.msm),
 with numpy arrays standing in for device arrays."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from simgpu.real.gpu import KERNEL_DIR, constants_header
+from simgpu.gpu.cuda import KERNEL_DIR, constants_header
 
 HERE = Path(__file__).resolve().parent
 
@@ -79,7 +79,7 @@ class Harness:
 
 
 class HostNttBackend:
-    """simgpu.real.ntt.NttBackend on the harness: numpy arrays, kernels run on the CPU."""
+    """simgpu.gpu.ntt.NttLauncher on the harness: numpy arrays, kernels run on the CPU."""
 
     xp = np
 
@@ -124,7 +124,7 @@ class HostNttBackend:
 
 
 class HostMsmBackend:
-    """simgpu.real.msm.MsmBackend on the harness.  Every allocation goes through alloc(),
+    """simgpu.gpu.msm.MsmLauncher on the harness.  Every allocation goes through alloc(),
     which keeps a running total and its peak: the host check of the footprint model."""
 
     xp = np

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simgpu.real.bls12_381 import R_ORDER
-from simgpu.real.circuits import AND, BIT, LIN, MUL, XOR, CircuitSpec, SparseMatrix, r1cs_of
-from simgpu.real.encoding import FR_WORDS, ints_to_limbs, limbs_to_ints, random_fr
+from simgpu.gpu.bls12_381 import R_ORDER
+from simgpu.gpu.encoding import FR_WORDS, ints_to_limbs, limbs_to_ints, random_fr
+from simgpu.prover.circuits import AND, BIT, LIN, MUL, XOR, CircuitSpec, SparseMatrix, r1cs_of
 
 #: Witness values below this are "small": their linear combinations are summed in int64.
 SMALL = 1 << 20

@@ -1,17 +1,8 @@
-"""Where the prover's GPU stages run: the Backend protocol and the CuPy backend.
+"""The GPU as the prover's `Device`: CuPy arrays and the CUDA kernels of simgpu.gpu.
 
-The stages in `simgpu.real.groth16` are written once against `Backend`; a backend owns
-"device" memory and the arithmetic that runs on it:
-
-* `CupyBackend` (here): real VRAM through CuPy's memory pool (capped with `set_limit` to
-  emulate a smaller card), the CUDA kernels of `simgpu.real.ntt` / `simgpu.real.msm`.
-* `CpuBackend` (`simgpu.real.cpu_backend`): the same calls on the CPU for small circuits;
-  its device memory is booked in a `simgpu.ledger.Ledger`, so a cap gives a real
-  `VramExhausted` on CI too.
-
-Every allocation is made under a name (d_a, d_bc, h_msm_bases_batch, l_msm_scalars,
-h_msm_temporaries, ...), and running out of device memory raises `VramExhausted` naming
-it; `simgpu.real.prover_footprint` lists the same names with their sizes.
+Real VRAM through CuPy's memory pool, capped with `set_limit` to emulate a smaller
+card, so an allocation beyond the cap is a real `cudaMalloc` failure, raised as
+`VramExhausted` naming the buffer.
 """
 
 from __future__ import annotations
@@ -20,183 +11,26 @@ import contextlib
 import threading
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point
 
 from simgpu.errors import DesignError, VramExhausted
+from simgpu.prover.device import DEFAULT_STREAM_BATCH, DeviceBuffer, PeakMeter
 
 if TYPE_CHECKING:
-    from simgpu.real.keys import ProvingKey
+    from simgpu.prover.keys import ProvingKey
 
 T = TypeVar("T")
-
-#: Rows of proving-key bases per streamed batch (96 bytes each): 4M rows = 384 MiB.
-DEFAULT_STREAM_BATCH = 1 << 22
-
-#: The G1 queries of the proving key that the kernels stage streams (H, L, A, B1).
-G1_QUERIES = ("h", "l", "a", "b1")
-
-
-@dataclass(eq=False)
-class DeviceBuffer:
-    """One named allocation of device memory.  `array` is a cupy.ndarray on the CuPy
-    backend and a numpy.ndarray on the CPU backend; `token` is the backend's own record."""
-
-    name: str
-    array: Any
-    nbytes: int
-    backend: Backend
-    token: Any = None
-    live: bool = True
-
-    def free(self) -> None:
-        self.backend.free(self)
-
-
-class PeakMeter:
-    """Peak of a backend's used device bytes over a `with backend.peak_scope()` block."""
-
-    def __init__(self, start: int) -> None:
-        self.start = start
-        self.peak = start
-
-    def see(self, used: int) -> None:
-        if used > self.peak:
-            self.peak = used
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """What the Groth16 stages need from a device."""
-
-    name: str
-    device: int
-    resident_bases: bool  # keep the key's G1 bases on the device instead of streaming them
-    stream_batch: int  # rows of bases per streamed batch
-
-    def alloc(self, name: str, shape: tuple[int, ...], dtype: Any = np.uint32) -> DeviceBuffer:
-        """A device buffer booked under `name`; VramExhausted naming it if it does not fit."""
-        ...
-
-    def upload(self, name: str, host: np.ndarray) -> DeviceBuffer:
-        """alloc + host-to-device copy of `host`."""
-        ...
-
-    def write(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
-        """Copy host rows into buf.array[row : row + len(host)] (no allocation)."""
-        ...
-
-    def upload_bases(self, name: str, host: np.ndarray) -> DeviceBuffer:
-        """Upload G1 affine points (uint32 (n, 24) standard form) in the device's point
-        representation (Montgomery form on the GPU)."""
-        ...
-
-    def write_bases(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
-        """Like `write`, for G1 points (converted as `upload_bases` does)."""
-        ...
-
-    def free(self, buf: DeviceBuffer) -> None: ...
-
-    def gather(self, name: str, src: Any, index: Any) -> DeviceBuffer:
-        """A new buffer holding src[index] (rows), `index` a device int32 array."""
-        ...
-
-    def compute_h(self, a: Any, b: Any, c: Any) -> None:
-        """Evaluations a, b, c (N, 8) over the domain -> h's coefficients in a; b, c
-        clobbered.  Transient scratch is booked as `ntt_scratch`."""
-        ...
-
-    def msm(self, bases: Any, scalars: Any, name: str) -> G1Point:
-        """sum scalars[i] * bases[i]; transient memory booked as `<name>_temporaries`."""
-        ...
-
-    def g1_sum(self, bases: Any, index: Any, name: str) -> G1Point:
-        """sum bases[index[i]] (the scalars equal to one, batch-added)."""
-        ...
-
-    def host_bases(self, pk: ProvingKey, query: str) -> np.ndarray:
-        """The host array a streamed batch of `query`'s bases is copied from."""
-        ...
-
-    def resident(self, pk: ProvingKey, query: str) -> DeviceBuffer:
-        """`query`'s bases kept on the device (uploaded on first use, booked `srs_<query>`)."""
-        ...
-
-    def drop_resident(self) -> None:
-        """Free every resident key buffer."""
-        ...
-
-    def fixed_base_mul_g1(self, base: G1Point, scalars: np.ndarray) -> np.ndarray:
-        """[s_i] base for scalars uint32 (n, 8) -> affine uint32 (n, 24) (trusted setup)."""
-        ...
-
-    def used(self) -> int:
-        """Device bytes in use (allocations, resident key bases included)."""
-        ...
-
-    def limit(self) -> int | None:
-        """The VRAM cap, or None."""
-        ...
-
-    def capacity(self) -> int:
-        """The cap if any, else the device's memory."""
-        ...
-
-    def peak_scope(self) -> contextlib.AbstractContextManager[PeakMeter]:
-        """Context manager measuring the peak of used() inside it."""
-        ...
-
-    def synchronize(self) -> None: ...
-
-
-class DeviceBuffers:
-    """The device buffers a `prestage` leaves behind for `kernels`: d_a (the a vector, h
-    after the NTTs) and d_bc (b and c, one allocation of shape (2, N, 8)).  The handle owns
-    them: `release(name)` frees one group early, `free()` frees what is left."""
-
-    def __init__(self, backend: Backend, buffers: dict[str, DeviceBuffer]) -> None:
-        self.backend = backend
-        self._buffers = dict(buffers)
-
-    def held(self) -> list[str]:
-        return list(self._buffers)
-
-    def nbytes(self) -> int:
-        return sum(b.nbytes for b in self._buffers.values())
-
-    def array(self, name: str) -> Any:
-        try:
-            return self._buffers[name].array
-        except KeyError:
-            raise DesignError(f"device buffer {name} is not held (released or never made)") from None
-
-    def release(self, name: str) -> None:
-        buf = self._buffers.pop(name, None)
-        if buf is None:
-            raise DesignError(f"device buffer {name} released twice")
-        self.backend.free(buf)
-
-    def free(self) -> None:
-        while self._buffers:
-            _, buf = self._buffers.popitem()
-            self.backend.free(buf)
-
-    def __enter__(self) -> DeviceBuffers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.free()
 
 
 def _key_cache_id(pk: ProvingKey, query: str) -> tuple[str, str]:
     return (pk.key_id, query)
 
 
-class CupyBackend:
-    """The GPU backend: CuPy arrays on one device, CUDA kernels of simgpu.real.ntt/msm.
+class CupyDevice:
+    """The GPU backend: CuPy arrays on one device, CUDA kernels of simgpu.gpu.ntt/msm.
 
     vram_limit caps CuPy's memory pool (`MemoryPool.set_limit`) so that a smaller card is
     emulated by real allocation failures.  resident_bases keeps the key's G1 bases on the
@@ -213,7 +47,7 @@ class CupyBackend:
         resident_bases: bool = False,
         stream_batch: int = DEFAULT_STREAM_BATCH,
     ) -> None:
-        from simgpu.real.gpu import get_cupy
+        from simgpu.gpu.cuda import get_cupy
 
         self.cp = get_cupy()
         self.device = int(device)
@@ -257,7 +91,7 @@ class CupyBackend:
         that can be repeated (allocations, the MSMs: pure functions of their inputs),
         tries once more.  Calls that work in place (compute_h) are not repeated: their
         input may be half-transformed.  The kernels raise CuPy's OutOfMemoryError or
-        already a VramExhausted (simgpu.real.gpu.oom_guarded); both are handled."""
+        already a VramExhausted (simgpu.gpu.cuda.oom_guarded); both are handled."""
         oom = (self.cp.cuda.memory.OutOfMemoryError, VramExhausted)
         err = None
         if retry:
@@ -297,7 +131,7 @@ class CupyBackend:
         return buf
 
     def write_bases(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
-        from simgpu.real import msm
+        from simgpu.gpu import msm
 
         host = np.ascontiguousarray(host)
         with self.cp.cuda.Device(self.device):
@@ -322,7 +156,7 @@ class CupyBackend:
 
     # --- arithmetic (the CUDA kernels) --------------------------------------------------
     def compute_h(self, a: Any, b: Any, c: Any) -> None:
-        from simgpu.real import ntt
+        from simgpu.gpu import ntt
 
         with self.cp.cuda.Device(self.device):
             if self._vram_limit is not None:
@@ -332,19 +166,19 @@ class CupyBackend:
             self._guarded("ntt_scratch", lambda: ntt.compute_h(a, b, c), retry=False)
 
     def msm(self, bases: Any, scalars: Any, name: str) -> G1Point:
-        from simgpu.real import msm
+        from simgpu.gpu import msm
 
         with self.cp.cuda.Device(self.device):
             return self._guarded(f"{name}_temporaries", lambda: msm.msm_g1(bases, scalars))
 
     def g1_sum(self, bases: Any, index: Any, name: str) -> G1Point:
-        from simgpu.real import msm
+        from simgpu.gpu import msm
 
         with self.cp.cuda.Device(self.device):
             return self._guarded(f"{name}_temporaries", lambda: msm.g1_sum(bases, index))
 
     def fixed_base_mul_g1(self, base: G1Point, scalars: np.ndarray) -> np.ndarray:
-        from simgpu.real import msm
+        from simgpu.gpu import msm
 
         out = np.empty((len(scalars), 24), np.uint32)
         step = 1 << 22  # bounds the device memory of one call (scalars + affine outputs)
@@ -432,10 +266,10 @@ class CupyBackend:
             self.cp.cuda.get_current_stream().synchronize()
 
 
-def cupy_backend_available() -> bool:
+def cupy_device_available() -> bool:
     """True when CuPy and a CUDA device are usable (the GPU tests skip otherwise)."""
     try:
-        from simgpu.real.gpu import cupy_available
+        from simgpu.gpu.cuda import cupy_available
 
         return bool(cupy_available())
     except Exception:

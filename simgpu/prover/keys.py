@@ -1,6 +1,6 @@
 """Groth16 proving and verifying keys, and their binary file format.
 
-A key pair is made once by `simgpu.real.setup.setup` and reused: `save_keys` writes both
+A key pair is made once by `simgpu.prover.setup.setup` and reused: `save_keys` writes both
 keys to one file, `load_keys` memory-maps it back (numpy.memmap), so a 2^22 key of a few
 GB costs no parse time and pages in as the prover streams it.
 
@@ -42,7 +42,7 @@ ic              <u4           (l+1, 24)    [(beta u_i + alpha v_i + w_i)/gamma]_
 
 G1 points are affine (x, y), each coordinate 12 32-bit words in standard (not
 Montgomery) form, least significant first; the point at infinity is all zeros
-(`simgpu.real.encoding`).  G2 points are 192 bytes in arkworks' xy little-endian layout.
+(`simgpu.gpu.encoding`).  G2 points are 192 bytes in arkworks' xy little-endian layout.
 
 Only the header is checksummed: the sections are gigabytes that a prover pages in
 lazily; hashing them at load would defeat the memory map.  `verify_sections` hashes
@@ -61,8 +61,8 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from simgpu.errors import UserError
-from simgpu.real.circuits import CircuitSpec
-from simgpu.real.encoding import G2_BYTES, g1_from_limbs, g1_to_limbs, g2_from_bytes, g2_to_bytes
+from simgpu.gpu.encoding import G2_BYTES, g1_from_limbs, g1_to_limbs, g2_from_bytes, g2_to_bytes
+from simgpu.prover.circuits import CircuitSpec
 
 MAGIC = b"SGPUG16K"
 VERSION = 1

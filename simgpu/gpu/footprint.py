@@ -1,7 +1,7 @@
 """Device memory of the real kernels as functions of the problem size.
 
-These are the sizes the kernels' Python drivers allocate (simgpu.real.ntt,
-simgpu.real.msm), computed by the same plan functions the drivers use, so a VRAM
+These are the sizes the kernels' Python drivers allocate (simgpu.gpu.ntt,
+simgpu.gpu.msm), computed by the same plan functions the drivers use, so a VRAM
 footprint in a profile or the model is the real one.  The MSM allocates worst-case
 buffers up front (every digit non-zero, every bucket non-empty), so its footprint does
 not depend on the scalars.  tests/test_kernels_gpu.py checks both against the CuPy pool's
@@ -153,3 +153,62 @@ def msm_device_bytes(
     }
     out["total"] = sum(out.values())
     return out
+
+
+# --- what one prover call holds beyond its data -----------------------------------
+
+
+def _ntt_parts(n: int) -> tuple[int, int, int, int]:
+    """(twiddles, per-size tables, build, scratch) bytes of compute_h for a domain of n.
+
+    The NTT keeps on the device the twiddle table of the largest domain it has seen and,
+    per domain size, its coset-shift and constant tables; building the twiddles holds two
+    generator tables for a moment; each call allocates a small scratch (a pointer list)."""
+    e = ntt_table_entries(n)
+    twiddles = FR_BYTES * e["twiddles"]
+    per_size = FR_BYTES * (sum(e.values()) - e["twiddles"] - e["twiddle_build"])
+    build = FR_BYTES * e["twiddle_build"]
+    scratch = int(ntt_device_bytes(n)) - twiddles - per_size - build
+    return twiddles, per_size, build, scratch
+
+
+def ntt_twiddle_bytes(n: int) -> int:
+    """The cached twiddle table for domains up to n (one table, the largest seen)."""
+    return _ntt_parts(n)[0]
+
+
+def ntt_size_table_bytes(n: int) -> int:
+    """The coset and constant tables cached for domain size n."""
+    return _ntt_parts(n)[1]
+
+
+def ntt_table_bytes(n: int) -> int:
+    """Device bytes the NTT keeps cached for a prover of one domain size n."""
+    tw, per_size, _, _ = _ntt_parts(n)
+    return tw + per_size
+
+
+def ntt_build_bytes(n: int) -> int:
+    """Transient bytes of building the twiddles, the first time a domain this large runs."""
+    return _ntt_parts(n)[2]
+
+
+def ntt_transient_bytes(n: int) -> int:
+    """Device scratch one compute_h allocates for a domain of n, beyond a, b, c and the
+    cached tables."""
+    return _ntt_parts(n)[3]
+
+
+def msm_transient_bytes(k: int) -> int:
+    """Device bytes `msm_g1` allocates for k points beyond its bases and scalars."""
+    if k <= 0:
+        return 0
+    d = msm_device_bytes(k)
+    return int(d["digits"] + d["buckets"] + d["temporaries"])
+
+
+def g1_sum_transient_bytes(k: int) -> int:
+    """Device bytes `g1_sum` allocates for k indexed points beyond its inputs.  Its scratch
+    (an index copy and partial sums, about 11 B a point) is not in this account yet, so
+    this is 0; it never sets a phase's peak (the tails' MSM does)."""
+    return 0

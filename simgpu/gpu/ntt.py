@@ -11,7 +11,7 @@ form, natural order in and out:
 `ntt_ref`, `h_ref` are the reference in Python integers.
 
 The transforms are driven from here (pass plan, tables, scaling hooks) through a small
-backend interface; `_CupyBackend` launches the kernels of kernels/ntt.cu, and the CI
+launcher interface; `_CupyLauncher` launches the kernels of ntt.cu, and the CI
 tests drive the same code through a host build of the same kernels
 (tests/host_harness), so the orchestration is tested without a GPU too.
 """
@@ -25,10 +25,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from simgpu.real import gpu
-from simgpu.real.bls12_381 import COSET_GENERATOR, FR, R_ORDER, root_of_unity
-from simgpu.real.encoding import ints_to_limbs
-from simgpu.real.footprint import SCALE_LO
+from simgpu.gpu import cuda as gpu
+from simgpu.gpu.bls12_381 import COSET_GENERATOR, FR, R_ORDER, root_of_unity
+from simgpu.gpu.encoding import ints_to_limbs
+from simgpu.gpu.footprint import SCALE_LO
 
 R = R_ORDER
 TILE_LOG = 10  # elements per shared-memory tile: 2^10 x 32 B = 32 KB
@@ -138,7 +138,7 @@ class Scale:
     factor0: int
 
 
-class NttBackend(Protocol):
+class NttLauncher(Protocol):
     """What the orchestration needs from a device: arrays and the ntt.cu kernels."""
 
     xp: Any
@@ -186,7 +186,7 @@ class NttTables:
     the largest size seen (smaller transforms read it with a stride), coset-shift tables
     and constants per size."""
 
-    def __init__(self, be: NttBackend) -> None:
+    def __init__(self, be: NttLauncher) -> None:
         self.be = be
         self.tw: Any = None
         self.tw_log = 0
@@ -248,7 +248,7 @@ class NttTables:
 
 
 def _run_passes(
-    be: NttBackend,
+    be: NttLauncher,
     tables: NttTables,
     vecs: Sequence[Any],
     log_n: int,
@@ -295,7 +295,7 @@ def _run_passes(
 # Transforms on a list of same-size vectors (device arrays of shape (n, 8)).
 
 
-def _t_ntt(be: NttBackend, t: NttTables, vecs: Sequence[Any], log_n: int, inverse: bool) -> None:
+def _t_ntt(be: NttLauncher, t: NttTables, vecs: Sequence[Any], log_n: int, inverse: bool) -> None:
     if not inverse:
         _run_passes(be, t, vecs, log_n, dif=True, inverse=False)
         be.bitrev(vecs, log_n, None)
@@ -304,20 +304,20 @@ def _t_ntt(be: NttBackend, t: NttTables, vecs: Sequence[Any], log_n: int, invers
         _run_passes(be, t, vecs, log_n, dif=False, inverse=True, post=t.const_scale("ninv", log_n))
 
 
-def _t_coset_ntt(be: NttBackend, t: NttTables, vecs: Sequence[Any], log_n: int) -> None:
+def _t_coset_ntt(be: NttLauncher, t: NttTables, vecs: Sequence[Any], log_n: int) -> None:
     pre = t.power_scale("coset", log_n, bitrev=False)
     _run_passes(be, t, vecs, log_n, dif=True, inverse=False, pre=pre)
     be.bitrev(vecs, log_n, None)
 
 
-def _t_coset_intt(be: NttBackend, t: NttTables, vecs: Sequence[Any], log_n: int) -> None:
+def _t_coset_intt(be: NttLauncher, t: NttTables, vecs: Sequence[Any], log_n: int) -> None:
     be.bitrev(vecs, log_n, None)
     post = t.power_scale("coset_inv", log_n, bitrev=False)
     _run_passes(be, t, vecs, log_n, dif=False, inverse=True, post=post)
 
 
 def _t_compute_h(
-    be: NttBackend,
+    be: NttLauncher,
     t: NttTables,
     a: Sequence[Any],
     b: Sequence[Any],
@@ -345,7 +345,7 @@ def _t_compute_h(
 # --------------------------------------------------------------------------- CuPy backend
 
 
-class _CupyBackend:
+class _CupyLauncher:
     def __init__(self) -> None:
         self.cp = gpu.get_cupy()
         self.xp = self.cp
@@ -398,14 +398,14 @@ class _CupyBackend:
         return tw
 
 
-_backends: dict[int, tuple[_CupyBackend, NttTables]] = {}
+_backends: dict[int, tuple[_CupyLauncher, NttTables]] = {}
 
 
-def _backend() -> tuple[_CupyBackend, NttTables]:
+def _backend() -> tuple[_CupyLauncher, NttTables]:
     cp = gpu.get_cupy()
     dev = cp.cuda.Device().id
     if dev not in _backends:
-        be = _CupyBackend()
+        be = _CupyLauncher()
         _backends[dev] = (be, NttTables(be))
     return _backends[dev]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
-from simgpu.real.bls12_381 import FR
+from simgpu.gpu.bls12_381 import FR
 
 FR_WORDS = 8
 FP_WORDS = 12

@@ -1,6 +1,7 @@
 """Profiles: what one machine + prover costs, as laws in the partition size.
 
-A profile (TOML under calibration/) says, for one machine and one prover:
+A profile (a TOML file: shipped under simgpu/profile/profiles/, or written by `simgpu
+calibrate`) says, for one machine and one prover:
 
 * ``[hardware]``: GPU, VRAM and what is resident on it, cores, host RAM and what is
   resident there (pinned SRS...), host memory bandwidth, host-to-device bandwidth;
@@ -22,17 +23,16 @@ and stages refer to it by name.
 
 from __future__ import annotations
 
-import ast
-import math
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from simgpu.config import Workload, load_toml, parse_size
+from simgpu.config import Workload, load_toml
 from simgpu.errors import UserError
+from simgpu.profile.laws import Law, PointsLaw
+from simgpu.profile.resolve import Resolved, ResolvedPhase, ResolvedStage, Use
+from simgpu.units import parse_size
 
 STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
 #: Host resources: memory bandwidth (GB/s), cores, the driver process's interpreter lock
@@ -42,173 +42,7 @@ STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
 HOST_RESOURCES = ("membw", "cores", "gil", "driver_rx")
 DEVICE_RESOURCES = ("gpu", "h2d")
 
-# --------------------------------------------------------------------------- laws
-
-_BINOPS = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.Pow: operator.pow,
-    ast.FloorDiv: operator.floordiv,
-}
-_FUNCS = {
-    "log2": math.log2,
-    "log": math.log,
-    "sqrt": math.sqrt,
-    "ceil": math.ceil,
-    "floor": math.floor,
-    "min": min,
-    "max": max,
-}
-_CONSTS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-
-
-def _check_ast(node: ast.AST, names: set[str], text: str) -> None:
-    for sub in ast.walk(node):
-        ok = isinstance(
-            sub,
-            ast.Expression
-            | ast.BinOp
-            | ast.UnaryOp
-            | ast.Constant
-            | ast.Name
-            | ast.Call
-            | ast.Load
-            | ast.operator
-            | ast.unaryop,
-        )
-        if not ok:
-            raise UserError(f"law {text!r}: {type(sub).__name__} is not allowed")
-        if isinstance(sub, ast.BinOp) and type(sub.op) not in _BINOPS:
-            raise UserError(f"law {text!r}: operator not allowed")
-        if isinstance(sub, ast.Call):
-            if not isinstance(sub.func, ast.Name) or sub.func.id not in _FUNCS or sub.keywords:
-                raise UserError(f"law {text!r}: only {', '.join(_FUNCS)} may be called")
-        if isinstance(sub, ast.Name) and sub.id not in names and sub.id not in _FUNCS:
-            raise UserError(f"law {text!r}: unknown name {sub.id!r}")
-        if isinstance(sub, ast.Constant) and not isinstance(sub.value, int | float):
-            raise UserError(f"law {text!r}: only numbers are allowed")
-
-
-@dataclass(frozen=True)
-class Law:
-    """A quantity as a function of the partition size: expression + coefficients."""
-
-    expr: str
-    coeffs: Mapping[str, float] = field(default_factory=dict)
-
-    @cached_property
-    def _code(self) -> Any:
-        try:
-            # '^' reads as a power in a profile (2^27), as it does in parse_size.
-            tree = ast.parse(self.expr.replace("^", "**"), mode="eval")
-        except SyntaxError:
-            raise UserError(f"law {self.expr!r} is not a valid expression") from None
-        _check_ast(tree, {"n", "N", *_CONSTS, *self.coeffs}, self.expr)
-        return compile(tree, "<law>", "eval")
-
-    def __call__(self, n: int) -> float:
-        N = 1 << max(0, (int(n) - 1).bit_length())
-        env = {"n": float(n), "N": float(N), **_CONSTS, **self.coeffs, **_FUNCS}
-        try:
-            value = eval(self._code, {"__builtins__": {}}, env)  # noqa: S307 - AST checked above
-        except (ZeroDivisionError, ValueError, OverflowError) as e:
-            raise UserError(f"law {self.expr!r} fails at n={n}: {e}") from None
-        return float(value)
-
-    def validate(self) -> Law:
-        _ = self._code
-        return self
-
-    @staticmethod
-    def parse(value: Any, where: str) -> Law | PointsLaw:
-        """A law from TOML: a number, a size string ('4GiB'), an expression, a table
-        {law = ..., coefficients...}, or measured points {points = [[n, value], ...]}, with
-        an optional law for sizes outside them (beyond = {law = ..., ...})."""
-        if isinstance(value, dict) and "points" in value:
-            if set(value) - {"points", "beyond"}:
-                extra = ", ".join(sorted(set(value) - {"points", "beyond"}))
-                raise UserError(f"{where}: a points table takes points and beyond, not {extra}")
-            return PointsLaw.parse(value["points"], where, value.get("beyond"))
-        if isinstance(value, bool):
-            raise UserError(f"{where}: expected a number or a law, got {value!r}")
-        if isinstance(value, int | float):
-            return Law(repr(float(value)))
-        if isinstance(value, str):
-            try:
-                return Law(str(parse_size(value, where)))
-            except UserError:
-                return Law(value).validate()
-        if isinstance(value, dict):
-            if "law" not in value:
-                raise UserError(f"{where}: a law table needs a 'law' key")
-            coeffs = {}
-            for k, v in value.items():
-                if k == "law":
-                    continue
-                if isinstance(v, bool) or not isinstance(v, int | float):
-                    raise UserError(f"{where}: coefficient {k} must be a number")
-                coeffs[k] = float(v)
-            return Law(str(value["law"]), coeffs).validate()
-        raise UserError(f"{where}: expected a number or a law, got {value!r}")
-
-
-@dataclass(frozen=True)
-class PointsLaw:
-    """A quantity measured at a few sizes: linear between neighbouring points and, beyond
-    them, along the nearest segment if it rises (else flat: a noisy falling segment says
-    nothing about larger sizes).  Exact where it was measured, which matters for
-    footprints that step with the MSM window and fit no smooth law."""
-
-    points: tuple[tuple[float, float], ...]
-    #: Outside the measured sizes, if given: the law fitted over all of them.  A law fitted
-    #: to every point carries less of one size's noise into a larger size than the last
-    #: segment does, and follows the curvature (n log n, a window step) a segment lacks.
-    beyond: Law | None = None
-
-    def __call__(self, n: int) -> float:
-        pts = self.points
-        if self.beyond is not None and not pts[0][0] <= n <= pts[-1][0]:
-            return max(0.0, self.beyond(n))
-        if len(pts) == 1:
-            return pts[0][1] * n / pts[0][0]
-        i = 1
-        while i < len(pts) - 1 and n > pts[i][0]:
-            i += 1
-        (x0, y0), (x1, y1) = pts[i - 1], pts[i]
-        if (n > x1 or n < x0) and y1 <= y0:
-            return y1 if n > x1 else y0
-        return max(0.0, y0 + (y1 - y0) * (n - x0) / (x1 - x0))
-
-    @staticmethod
-    def parse(value: Any, where: str, beyond: Any = None) -> PointsLaw:
-        law = None
-        if beyond is not None:
-            law = Law.parse(beyond, f"{where}.beyond")
-            if not isinstance(law, Law):
-                raise UserError(f"{where}.beyond: expected a law, not points")
-        try:
-            pts = tuple(sorted((float(a), float(b)) for a, b in value))
-        except (TypeError, ValueError):
-            raise UserError(f"{where}: points must be [[n, value], ...]") from None
-        if not pts or len({p[0] for p in pts}) != len(pts) or pts[0][0] <= 0:
-            raise UserError(f"{where}: points need distinct positive sizes")
-        return PointsLaw(pts, law)
-
-
 # --------------------------------------------------------------------- stage specs
-
-
-@dataclass(frozen=True)
-class Use:
-    """How a stage leans on one shared resource: `demand` while it runs at full speed
-    (GB/s of memory bandwidth, cores, a fraction of the GPU...) and `bound`, the fraction
-    of its unloaded time that this resource limits.  When the resource is oversubscribed
-    by a factor f, that fraction of the stage stretches by f (see model.contention)."""
-
-    demand: float
-    bound: float
 
 
 @dataclass(frozen=True)
@@ -261,76 +95,6 @@ class Hardware:
     h2d_gbps: float
 
 
-# --------------------------------------------------------------------- resolution
-
-
-@dataclass(frozen=True)
-class ResolvedPhase:
-    name: str
-    seconds: float
-    transient: tuple[tuple[str, int], ...]
-    release: tuple[str, ...]
-    uses: Mapping[str, Use]
-
-
-@dataclass(frozen=True)
-class ResolvedStage:
-    """A stage at one partition size: seconds and bytes instead of laws."""
-
-    name: str
-    on: str
-    phases: tuple[ResolvedPhase, ...]
-    noise_cv: float
-    host_out: tuple[tuple[str, int], ...]
-    vram_out: tuple[tuple[str, int], ...]
-    vram_in: tuple[tuple[str, int], ...]
-    host_release: tuple[str, ...]
-    host_transient: tuple[tuple[str, int], ...]
-
-    @property
-    def seconds(self) -> float:
-        return sum(p.seconds for p in self.phases)
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A profile evaluated at one partition size n."""
-
-    n: int
-    buffers: Mapping[str, int]
-    stages: Mapping[str, ResolvedStage]
-    partition_estimate: int
-    vram_resident: int = 0
-
-    def producer_of(self, buffer: str) -> str | None:
-        for st in self.stages.values():
-            if any(name == buffer for name, _ in st.vram_out):
-                return st.name
-        return None
-
-    def vram_peak(self, stages: tuple[str, ...]) -> int:
-        """Peak device bytes one partition holds running `stages` in order, when the
-        buffers a stage leaves behind stay until the end of the sequence (the design
-        frees its handle afterwards)."""
-        live: dict[str, int] = {}
-        peak = 0
-        for name in stages:
-            st = self.stages[name]
-            for buf, size in st.vram_in:
-                if buf not in live:
-                    live[buf] = size  # allocated by the stage itself (nothing pre-staged)
-            peak = max(peak, sum(live.values()))
-            for ph in st.phases:
-                cur = sum(live.values()) + sum(b for _, b in ph.transient)
-                peak = max(peak, cur)
-                for buf in ph.release:
-                    live.pop(buf, None)
-            for buf, size in st.vram_out:
-                live[buf] = size
-                peak = max(peak, sum(live.values()))
-        return peak
-
-
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -368,7 +132,7 @@ class Profile:
                     max(0.0, ph.time(n)),
                     sized(ph.transient),
                     ph.release,
-                    _uses_at(ph.uses if ph.uses is not None else st.uses, n, f"[stages.{st.name}] {ph.name}"),
+                    uses_at(ph.uses if ph.uses is not None else st.uses, n, f"[stages.{st.name}] {ph.name}"),
                 )
                 for ph in st.phases
             )
@@ -420,7 +184,7 @@ def _uses(value: Any, where: str) -> dict[str, UseLaw]:
             Law.parse(spec.get("bound", 1.0), f"{where}.{res}.bound"),
         )
     if all(_is_number(u.demand) and _is_number(u.bound) for u in out.values()):
-        _uses_at(out, 1, where, strict=True)  # numbers only: check them as the profile loads
+        uses_at(out, 1, where, strict=True)  # numbers only: check them as the profile loads
     return out
 
 
@@ -434,7 +198,7 @@ def _is_number(law: Law | PointsLaw) -> bool:
     return True
 
 
-def _uses_at(uses: Mapping[str, UseLaw], n: int, where: str, strict: bool = False) -> dict[str, Use]:
+def uses_at(uses: Mapping[str, UseLaw], n: int, where: str, strict: bool = False) -> dict[str, Use]:
     """The uses at size n.  A law's bound is a fraction, so it is kept within [0, 1]; where
     laws (extrapolated beyond the sizes they were measured at) add up to more than 1, the
     interpreter share stands and the other bounds are scaled into what it leaves.  With
@@ -628,21 +392,3 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
 
 def load_profile(path: str | Path) -> Profile:
     return profile_from_dict(load_toml(path, "profile"), str(path))
-
-
-CALIBRATION_DIR = Path(__file__).resolve().parent.parent / "calibration"
-DEFAULT_PROFILE = "seed-rtx5070ti"
-
-
-def find_profile(name_or_path: str | None) -> Path:
-    """A profile by path, or by name under calibration/ (the shipped profiles)."""
-    if not name_or_path:
-        name_or_path = DEFAULT_PROFILE
-    p = Path(name_or_path)
-    if p.suffix == ".toml" or p.exists():
-        return p
-    for base in (CALIBRATION_DIR, Path.cwd() / "calibration"):
-        cand = base / f"{name_or_path}.toml"
-        if cand.exists():
-            return cand
-    raise UserError(f"profile {name_or_path!r} not found (a path, or a name under calibration/)")

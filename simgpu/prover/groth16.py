@@ -43,10 +43,8 @@ import numpy as np
 from py_arkworks_bls12381 import GT, G1Point, G2Point, Scalar
 
 from simgpu.errors import DesignError, UserError
-from simgpu.real.backend import Backend, DeviceBuffer, DeviceBuffers
-from simgpu.real.bls12_381 import R_ORDER
-from simgpu.real.circuits import CircuitSpec
-from simgpu.real.encoding import (
+from simgpu.gpu.bls12_381 import R_ORDER
+from simgpu.gpu.encoding import (
     FR_WORDS,
     G1_WORDS,
     g2_from_bytes,
@@ -55,8 +53,10 @@ from simgpu.real.encoding import (
     scalar_of,
     scalars_of_limbs,
 )
-from simgpu.real.keys import ProvingKey, VerifyingKey
-from simgpu.real.synthesis import Synthesized, synthesize
+from simgpu.prover.circuits import CircuitSpec
+from simgpu.prover.device import Device, DeviceBuffer, DeviceBuffers
+from simgpu.prover.keys import ProvingKey, VerifyingKey
+from simgpu.prover.synthesis import Synthesized, synthesize
 
 PROOF_BYTES = 192
 _ONE = Scalar(1)
@@ -174,7 +174,7 @@ def prep(synth: Synthesized, pk: ProvingKey) -> Prepared:
 # --- prestage --------------------------------------------------------------------------
 
 
-def prestage(prepared: Prepared, backend: Backend) -> DeviceBuffers:
+def prestage(prepared: Prepared, backend: Device) -> DeviceBuffers:
     """The `prestage` stage: allocate d_a (N, 8) and d_bc (2, N, 8) and upload a, b, c.
 
     On success the host a, b, c are released (the handle owns the device copies);
@@ -197,7 +197,7 @@ def prestage(prepared: Prepared, backend: Backend) -> DeviceBuffers:
 # --- kernels ---------------------------------------------------------------------------
 
 
-def preload(pk: ProvingKey, backend: Backend) -> int:
+def preload(pk: ProvingKey, backend: Device) -> int:
     """Make the key's G1 bases ready once, at worker start, so that no kernels stage pays
     for it: on the device if the backend keeps them resident (returns the device bytes
     held), else their host copy that batches stream from (pinned memory on the GPU)."""
@@ -220,7 +220,7 @@ class KernelOutput:
 
 
 def _stream_msm(
-    backend: Backend,
+    backend: Device,
     pk: ProvingKey,
     query: str,
     split: QuerySplit | None,
@@ -283,7 +283,7 @@ def _stream_msm(
 class _PhaseClock:
     """Seconds per phase of the kernels stage, when asked for (synchronising the device)."""
 
-    def __init__(self, backend: Backend, out: dict[str, float] | None) -> None:
+    def __init__(self, backend: Device, out: dict[str, float] | None) -> None:
         self.backend, self.out = backend, out
         self.t = time.perf_counter() if out is not None else 0.0
 
@@ -299,7 +299,7 @@ class _PhaseClock:
 def kernels(
     prepared: Prepared,
     pk: ProvingKey,
-    backend: Backend,
+    backend: Device,
     buffers: DeviceBuffers | None = None,
     *,
     timings: dict[str, float] | None = None,
@@ -460,7 +460,7 @@ def epilogue(
 def prove(
     pk: ProvingKey,
     synth: Synthesized,
-    backend: Backend | None = None,
+    backend: Device | None = None,
     *,
     threads: int = 1,
     rng: np.random.Generator | tuple[int, int] | None = None,
@@ -469,9 +469,9 @@ def prove(
     """All stages after synthesis, in order (prestaged path; buffers freed at the end).
     `b_g2` replaces the in-process b_g2_msm (a prover passes its G2Pool's)."""
     if backend is None:
-        from simgpu.real.cpu_backend import CpuBackend
+        from simgpu.prover.cpu_device import CpuDevice
 
-        backend = CpuBackend()
+        backend = CpuDevice()
     prepared = prep(synth, pk)
     with prestage(prepared, backend) as buffers:
         out = kernels(prepared, pk, backend, buffers)
@@ -482,7 +482,7 @@ def prove(
 def prove_partitions(
     pk: ProvingKey,
     partition_seeds: list[int],
-    backend: Backend | None = None,
+    backend: Device | None = None,
     *,
     threads: int = 1,
     rng: np.random.Generator | tuple[int, int] | None = None,

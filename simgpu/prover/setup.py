@@ -17,8 +17,8 @@ the j-th root of unity of the domain of size N) and Z(X) = X^N - 1:
 
 The field arithmetic is Python integers (about 3 s per 2^20 constraints).  The G1 points
 are one fixed-base multiplication of the generator by about (A + B + L + H) scalars:
-`backend.fixed_base_mul_g1` on the GPU when a CupyBackend is given, else the windowed
-CPU method of `simgpu.real.cpu_backend` (about 90 us per point per core: 2^16
+`backend.fixed_base_mul_g1` on the GPU when a CupyDevice is given, else the windowed
+CPU method of `simgpu.prover.cpu_device` (about 90 us per point per core: 2^16
 constraints take about 15 s on 2 cores, 2^20 about 4 minutes on 16 cores).  The G2 points
 of the B query are always made on the CPU (about 180 us each per core).
 """
@@ -35,12 +35,12 @@ from pathlib import Path
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
-from simgpu.real.backend import Backend
-from simgpu.real.bls12_381 import R_ORDER, root_of_unity
-from simgpu.real.circuits import R1CS, CircuitSpec, r1cs_of
-from simgpu.real.cpu_backend import fixed_base_mul
-from simgpu.real.encoding import g1_from_limbs, ints_to_limbs, limbs_to_ints, random_fr, scalar_of
-from simgpu.real.keys import ProvingKey, VerifyingKey
+from simgpu.gpu.bls12_381 import R_ORDER, root_of_unity
+from simgpu.gpu.encoding import g1_from_limbs, ints_to_limbs, limbs_to_ints, random_fr, scalar_of
+from simgpu.prover.circuits import R1CS, CircuitSpec, r1cs_of
+from simgpu.prover.cpu_device import fixed_base_mul
+from simgpu.prover.device import Device
+from simgpu.prover.keys import ProvingKey, VerifyingKey
 
 
 @dataclass(frozen=True)
@@ -115,10 +115,10 @@ def key_id_of(spec: CircuitSpec, seed: int) -> str:
 
 
 def setup(
-    spec: CircuitSpec, seed: int, backend: Backend | None = None, *, workers: int | None = None
+    spec: CircuitSpec, seed: int, backend: Device | None = None, *, workers: int | None = None
 ) -> tuple[ProvingKey, VerifyingKey]:
     """Keys for the circuit family `spec`, toxic waste from `seed`.  G1 points on
-    `backend` if given (the GPU's fixed-base kernel on a CupyBackend), else on the CPU over
+    `backend` if given (the GPU's fixed-base kernel on a CupyDevice), else on the CPU over
     `workers` processes (default: all cores)."""
     r = R_ORDER
     r1cs = r1cs_of(spec)
@@ -189,12 +189,12 @@ def key_path(spec: CircuitSpec, seed: int, keys_dir: str | Path) -> Path:
 
 
 def cached_keys(
-    spec: CircuitSpec, seed: int, keys_dir: str | Path, backend: Backend | None = None
+    spec: CircuitSpec, seed: int, keys_dir: str | Path, backend: Device | None = None
 ) -> tuple[ProvingKey, VerifyingKey, float | None]:
     """Keys for (spec, seed) from `keys_dir`, made by `setup` and saved there the first
     time.  Returns (pk, vk, setup seconds, or None when loaded).  The keys come back
     memory-mapped, as a prover uses them; a stale or broken file is made again."""
-    from simgpu.real.keys import load_keys, save_keys
+    from simgpu.prover.keys import load_keys, save_keys
 
     path = key_path(spec, seed, keys_dir)
     if path.exists():

@@ -1,10 +1,10 @@
 """The prover's memory plan: which named buffers each stage holds, allocates and frees.
 
-This is the simulator's view of `simgpu.real.groth16` (the Profile's footprints come
+This is the simulator's view of `simgpu.prover.groth16` (the Profile's footprints come
 from it) and it must say what the code does: on the CPU backend a test checks that the
 ledger's peak during `kernels` equals `stage_peak(plan, "kernels")` to the byte; on the
 GPU a test checks it within 5% of CuPy's pool peak.  Kernel-internal scratch (NTT,
-MSM temporaries) comes from `simgpu.real.footprint`, the kernels' own account; the CPU
+MSM temporaries) comes from `simgpu.gpu.footprint`, the kernels' own account; the CPU
 backend books those same sizes, so both backends follow one plan.
 
 `prover_plan(shape, stream_batch=..., resident_bases=..., prestaged=...)` returns::
@@ -55,12 +55,19 @@ values for a `CircuitSpec` of any size (`ProverShape.estimate`, no circuit built
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from simgpu.real.circuits import CircuitSpec, expected_a_density, layout_of
+from simgpu.gpu.footprint import (
+    g1_sum_transient_bytes,
+    msm_transient_bytes,
+    ntt_build_bytes,
+    ntt_table_bytes,
+    ntt_transient_bytes,
+)
+from simgpu.prover.circuits import CircuitSpec, expected_a_density, layout_of
 
 if TYPE_CHECKING:
-    from simgpu.real.groth16 import Prepared, QuerySplit
+    from simgpu.prover.groth16 import Prepared, QuerySplit
 
 FR_BYTES = 32
 G1_AFFINE_BYTES = 96
@@ -69,73 +76,6 @@ INDEX_BYTES = 4  # int32 positions inside a batch
 HOST_POSITION_BYTES = 8  # int64 positions kept by prep
 
 MSM_PHASES = ("h", "l", "a", "b1")
-
-
-# --- the kernels' own account (simgpu.real.footprint) ----------------------------------
-
-
-def _kernel_footprint():
-    # Imported lazily: owned by the kernels, pure Python, importable without CuPy.
-    from simgpu.real import footprint
-
-    return footprint
-
-
-def _ntt_parts(n: int) -> tuple[int, int, int, int]:
-    """(twiddles, per-size tables, build, scratch) bytes of compute_h for a domain of n.
-
-    The NTT keeps on the device the twiddle table of the largest domain it has seen and,
-    per domain size, its coset-shift and constant tables; building the twiddles holds two
-    generator tables for a moment; each call allocates a small scratch (a pointer list)."""
-    fp = _kernel_footprint()
-    e = fp.ntt_table_entries(n)
-    twiddles = FR_BYTES * e["twiddles"]
-    per_size = FR_BYTES * (sum(e.values()) - e["twiddles"] - e["twiddle_build"])
-    build = FR_BYTES * e["twiddle_build"]
-    scratch = int(fp.ntt_device_bytes(n)) - twiddles - per_size - build
-    return twiddles, per_size, build, scratch
-
-
-def ntt_twiddle_bytes(n: int) -> int:
-    """The cached twiddle table for domains up to n (one table, the largest seen)."""
-    return _ntt_parts(n)[0]
-
-
-def ntt_size_table_bytes(n: int) -> int:
-    """The coset and constant tables cached for domain size n."""
-    return _ntt_parts(n)[1]
-
-
-def ntt_table_bytes(n: int) -> int:
-    """Device bytes the NTT keeps cached for a prover of one domain size n."""
-    tw, per_size, _, _ = _ntt_parts(n)
-    return tw + per_size
-
-
-def ntt_build_bytes(n: int) -> int:
-    """Transient bytes of building the twiddles, the first time a domain this large runs."""
-    return _ntt_parts(n)[2]
-
-
-def ntt_transient_bytes(n: int) -> int:
-    """Device scratch one compute_h allocates for a domain of n, beyond a, b, c and the
-    cached tables."""
-    return _ntt_parts(n)[3]
-
-
-def msm_transient_bytes(k: int) -> int:
-    """Device bytes `msm_g1` allocates for k points beyond its bases and scalars."""
-    if k <= 0:
-        return 0
-    d = _kernel_footprint().msm_device_bytes(k)
-    return int(d["digits"] + d["buckets"] + d["temporaries"])
-
-
-def g1_sum_transient_bytes(k: int) -> int:
-    """Device bytes `g1_sum` allocates for k indexed points (0 if the kernels' footprint
-    does not account for any)."""
-    fn = getattr(_kernel_footprint(), "g1_sum_device_bytes", None)
-    return int(fn(k)) if fn is not None and k > 0 else 0
 
 
 # --- the shape of one partition --------------------------------------------------------
@@ -355,3 +295,93 @@ def plan_for_backend(shape: ProverShape, backend: object, *, prestaged: bool = T
         resident_bases=bool(backend.resident_bases),  # type: ignore[attr-defined]
         prestaged=prestaged,
     )
+
+
+# --- the plan as a profile's footprint tables ------------------------------------------
+
+#: Stages whose footprints come from the plan, and the plan keys each keeps.
+_KEEP = ("host_out", "vram_out", "vram_in", "host_release")
+
+
+def footprint_tables(plan: dict[str, Any]) -> tuple[dict[str, int], dict[str, dict[str, Any]], int, int]:
+    """(buffers, stage footprints, resident VRAM bytes, resident host bytes) of a
+    prestaged plan.  Resident buffers (NTT tables, a resident key) become the profile's
+    resident bytes rather than buffers, as the model treats them."""
+    resident_vram = plan["resident"]["vram"]
+    resident_host = plan["resident"]["host"]
+    buffers = {
+        name: int(size)
+        for name, size in plan["buffers"].items()
+        if name not in resident_vram and name not in resident_host
+    }
+    stages: dict[str, dict[str, Any]] = {}
+    for name, st in plan["stages"].items():
+        out: dict[str, Any] = {}
+        for key in _KEEP:
+            if st.get(key) and not (name == "kernels" and key == "vram_out"):
+                # kernels' "vram_out" in the plan is what it leaves in the caller's handle
+                # (d_a); in a profile that is implied by not releasing it.
+                out[key] = list(st[key])
+        if "phases" in st:
+            out["phases"] = [
+                {
+                    "name": ph["name"],
+                    "transient": list(ph.get("transient", [])),
+                    "release": list(ph.get("release", [])),
+                }
+                for ph in st["phases"]
+            ]
+        stages[name] = out
+    vram = sum(int(plan["buffers"][x]) for x in resident_vram)
+    host = sum(int(plan["buffers"][x]) for x in resident_host)
+    return buffers, stages, vram, host
+
+
+def prover_profile_dict(
+    plan: dict[str, Any],
+    *,
+    name: str,
+    hardware: dict[str, Any],
+    workload: dict[str, Any],
+    times: dict[str, Any] | None = None,
+    uses: dict[str, dict[str, Any]] | None = None,
+    noise_cv: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """A profile (TOML-shaped dict) for the prover at one size.
+
+    times: per stage a law (number, expression or table) or, for a stage with phases,
+    {phase: law}; missing stages take 0 s (enough for memory-only questions).
+    hardware: the [hardware] table; its vram_resident / host_resident are increased by
+    the plan's resident buffers."""
+    times = times or {}
+    buffers, stages, res_vram, res_host = footprint_tables(plan)
+    hw = dict(hardware)
+    base = hw.get("vram_resident", 0)
+    hw["vram_resident"] = base + res_vram if isinstance(base, int) else base
+    hw["host_resident"] = int(hw.get("host_resident", 0)) + res_host
+    out_stages: dict[str, Any] = {}
+    for st_name, fp in stages.items():
+        st: dict[str, Any] = {"on": "gpu" if st_name in ("prestage", "kernels") else "cpu"}
+        st.update({k: v for k, v in fp.items() if k != "phases"})
+        law = times.get(st_name, 0.0)
+        if "phases" in fp:
+            per = law if isinstance(law, dict) and "law" not in law else {}
+            st["phases"] = [dict(ph, time=per.get(ph["name"], 0.0)) for ph in fp["phases"]]
+        else:
+            st["time"] = law
+        if uses and st_name in uses:
+            st["uses"] = uses[st_name]
+        if noise_cv and st_name in noise_cv:
+            st["noise_cv"] = noise_cv[st_name]
+        out_stages[st_name] = st
+    estimate = sum(buffers.get(b, 0) for b in ("host_abc", "host_aux", "host_prep"))
+    return {
+        "profile": {"name": name, "default_workload": workload["name"]},
+        "hardware": hw,
+        "workloads": {
+            workload["name"]: {"partitions": workload["partitions"], "constraints": workload["constraints"]}
+        },
+        "memory": {"partition_estimate": estimate},
+        "buffers": buffers,
+        "stages": out_stages,
+    }

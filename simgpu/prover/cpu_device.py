@@ -1,17 +1,17 @@
 """The CPU backend: the prover's GPU stages on the CPU, for machines without a GPU (CI).
 
-Same calls as `CupyBackend`, so the stage code in `simgpu.real.groth16` (batching,
+Same calls as `CupyDevice`, so the stage code in `simgpu.prover.groth16` (batching,
 buffer lifetimes, the 0/1 split of the MSMs) is the code that runs in CI.  "Device"
 buffers are numpy arrays whose bytes are booked in a `simgpu.ledger.Ledger` (pool
 "gpu<device>") under the buffer's name, with the VRAM cap as the ledger's capacity: a
 too-small cap raises the same `VramExhausted` as CuPy's allocator, naming the buffer.
 What the CUDA kernels allocate inside a call (NTT scratch and the tables they cache per
-domain size, MSM temporaries) is booked with the sizes `simgpu.real.prover_footprint`
+domain size, MSM temporaries) is booked with the sizes `simgpu.prover.memory_plan`
 takes from the kernels' own account, at the same moments, so the ledger follows the
 GPU's memory plan byte for byte.
 
 Arithmetic: the H polynomial through the kernels' Python-integer reference
-(`simgpu.real.ntt.h_ref`; fine to 2^12, about a second there), MSMs through py-arkworks.
+(`simgpu.gpu.ntt.h_ref`; fine to 2^12, about a second there), MSMs through py-arkworks.
 Also here: the windowed fixed-base multiplication the trusted setup uses on the CPU
 (spawned worker processes for large batches: call it under `if __name__ == "__main__"`
 from a script).
@@ -33,9 +33,7 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from simgpu.errors import DesignError
-from simgpu.ledger import Allocation, Ledger, vram_ledger
-from simgpu.real.backend import DeviceBuffer, PeakMeter
-from simgpu.real.encoding import (
+from simgpu.gpu.encoding import (
     FR_BYTES,
     G1_WORDS,
     G2_BYTES,
@@ -44,11 +42,13 @@ from simgpu.real.encoding import (
     limbs_to_ints,
     scalars_of_limbs,
 )
+from simgpu.ledger import Allocation, Ledger, vram_ledger
+from simgpu.prover.device import DeviceBuffer, PeakMeter
 
 if TYPE_CHECKING:
-    from simgpu.real.keys import ProvingKey
+    from simgpu.prover.keys import ProvingKey
 
-#: Cap of a CpuBackend without a VRAM limit (a ledger needs a finite capacity): 1 PiB.
+#: Cap of a CpuDevice without a VRAM limit (a ledger needs a finite capacity): 1 PiB.
 UNBOUNDED = 1 << 50
 #: Streamed batch of the CPU backend by default (rows of 96 bytes).
 DEFAULT_CPU_STREAM_BATCH = 1 << 16
@@ -117,11 +117,11 @@ def fixed_base_mul(
 # --- the backend -------------------------------------------------------------------------
 
 
-class CpuBackend:
+class CpuDevice:
     """The CPU stand-in for a GPU: ledger-booked numpy buffers, reference arithmetic.
 
     vram_limit: the emulated card's memory (None: unbounded).  resident_bases /
-    stream_batch: as on CupyBackend (the same stage code streams the key in batches).
+    stream_batch: as on CupyDevice (the same stage code streams the key in batches).
     """
 
     name = "cpu"
@@ -195,13 +195,13 @@ class CpuBackend:
         per domain size its coset and constant tables, kept; for a domain larger than any
         before, a new twiddle table replacing the old one, with the generator tables it is
         built from held meanwhile."""
-        from simgpu.real.ntt import h_ref  # the kernels' reference (CuPy-free import)
-        from simgpu.real.prover_footprint import (
+        from simgpu.gpu.footprint import (
             ntt_build_bytes,
             ntt_size_table_bytes,
             ntt_transient_bytes,
             ntt_twiddle_bytes,
         )
+        from simgpu.gpu.ntt import h_ref  # the kernels' reference (CuPy-free import)
 
         n = len(a)
         held = [self._book(ntt_transient_bytes(n), "ntt_scratch")]
@@ -223,7 +223,7 @@ class CpuBackend:
                 self._unbook(alloc)
 
     def drop_ntt_tables(self) -> None:
-        """Free the cached NTT tables (as simgpu.real.ntt.clear_caches does on the GPU)."""
+        """Free the cached NTT tables (as simgpu.gpu.ntt.clear_caches does on the GPU)."""
         with self._lock:
             while self._ntt_tables:
                 _, alloc = self._ntt_tables.popitem()
@@ -233,7 +233,7 @@ class CpuBackend:
                 self._twiddles, self._twiddles_n = None, 0
 
     def msm(self, bases: Any, scalars: Any, name: str) -> G1Point:
-        from simgpu.real.prover_footprint import msm_transient_bytes
+        from simgpu.gpu.footprint import msm_transient_bytes
 
         temps = self._book(msm_transient_bytes(len(bases)), f"{name}_temporaries")
         try:
@@ -242,7 +242,7 @@ class CpuBackend:
             self._unbook(temps)
 
     def g1_sum(self, bases: Any, index: Any, name: str) -> G1Point:
-        from simgpu.real.prover_footprint import g1_sum_transient_bytes
+        from simgpu.gpu.footprint import g1_sum_transient_bytes
 
         temps = self._book(g1_sum_transient_bytes(len(index)), f"{name}_temporaries")
         try:

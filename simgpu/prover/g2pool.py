@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from py_arkworks_bls12381 import G2Point, Scalar
 
-from simgpu.real.encoding import g2_from_bytes, scalars_of_limbs
+from simgpu.gpu.encoding import g2_from_bytes, scalars_of_limbs
 
 _ONE = Scalar(1)
 #: This worker process's B query in G2, as arkworks points (set by _load).
@@ -32,7 +32,7 @@ _POINTS: list[G2Point] = []
 
 def _load(key_path: str) -> None:
     """Worker initializer: deserialise the key's B query once."""
-    from simgpu.real.keys import load_keys
+    from simgpu.prover.keys import load_keys
 
     pk, _ = load_keys(key_path)
     _POINTS[:] = g2_from_bytes(np.ascontiguousarray(pk.b_g2).tobytes())

@@ -1,9 +1,9 @@
-"""G1 multi-scalar multiplication on the GPU (Pippenger, kernels/msm.cu), and the CPU
+"""G1 multi-scalar multiplication on the GPU (Pippenger, msm.cu), and the CPU
 reference through arkworks.
 
 Device layout of bases: cupy uint32 (n, 24), affine x then y in Montgomery form, the
 point at infinity all zeros (`bases_to_device` converts from the standard-form limbs of
-simgpu.real.encoding).  Scalars: cupy uint32 (n, 8), standard form, < r.
+simgpu.gpu.encoding).  Scalars: cupy uint32 (n, 8), standard form, < r.
 
     bases_to_device(limbs, out=None) -> device bases
     msm_g1(bases_dev, scalars_dev, window=None) -> G1Point
@@ -11,8 +11,8 @@ simgpu.real.encoding).  Scalars: cupy uint32 (n, 8), standard form, < r.
     fixed_base_mul_g1(base, scalars_dev) -> np.ndarray (n, 24), standard-form affine
     msm_ref(bases_limbs, scalars_limbs) -> G1Point
 
-The algorithm is described in kernels/msm.cu.  Every buffer is sized by
-simgpu.real.footprint.msm_plan and allocated before the first kernel runs, so
+The algorithm is described in msm.cu.  Every buffer is sized by
+simgpu.gpu.footprint.msm_plan and allocated before the first kernel runs, so
 footprint.msm_device_bytes is the MSM's device memory whatever the scalars.
 """
 
@@ -24,9 +24,9 @@ from typing import Any, Protocol
 import numpy as np
 from py_arkworks_bls12381 import G1Point, Scalar
 
-from simgpu.real import gpu
-from simgpu.real.bls12_381 import FP, G1_B, P_MOD, R_ORDER
-from simgpu.real.encoding import (
+from simgpu.gpu import cuda as gpu
+from simgpu.gpu.bls12_381 import FP, G1_B, P_MOD, R_ORDER
+from simgpu.gpu.encoding import (
     g1_from_limbs,
     g1_from_xy,
     g1_to_limbs,
@@ -34,7 +34,7 @@ from simgpu.real.encoding import (
     limbs_to_ints,
     scalar_of,
 )
-from simgpu.real.footprint import WINDOW_PIECE, MsmPlan, msm_plan
+from simgpu.gpu.footprint import WINDOW_PIECE, MsmPlan, msm_plan
 
 XYZZ_WORDS = 48
 #: Fixed-base multiplication: 8-bit windows (32 of them), points per thread.
@@ -42,7 +42,7 @@ FB_WINDOW_BITS = 8
 FB_CHUNK = 32
 
 
-class MsmBackend(Protocol):
+class MsmLauncher(Protocol):
     """What the driver needs from a device: u32 arrays and the msm.cu kernels."""
 
     xp: Any
@@ -143,7 +143,7 @@ def _pieces(xp: Any, start: Any, end: Any, ngroups: int, t: int, out_off: Any, t
 
 
 def _reduce_rounds(
-    be: MsmBackend, src: Any, dst: Any, start: Any, end: Any, off_a: Any, off_b: Any,
+    be: MsmLauncher, src: Any, dst: Any, start: Any, end: Any, off_a: Any, off_b: Any,
     tmp: Any, ngroups: int, t: int, longest: int,
 ) -> tuple[Any, Any, Any]:  # fmt: skip
     """Add each group's partial sums (src[start[g]:end[g]]) in rounds until one is left
@@ -162,7 +162,7 @@ def _reduce_rounds(
     return src, start, end
 
 
-def _msm_windows(be: MsmBackend, bases: Any, scalars: Any, n: int, plan: MsmPlan) -> np.ndarray:
+def _msm_windows(be: MsmLauncher, bases: Any, scalars: Any, n: int, plan: MsmPlan) -> np.ndarray:
     """The nwin window sums (XYZZ rows, Montgomery form) of the MSM."""
     xp = be.xp
     nb, t, nwin = plan.nb, plan.piece, plan.nwin
@@ -231,7 +231,7 @@ def _msm_windows(be: MsmBackend, bases: Any, scalars: Any, n: int, plan: MsmPlan
     return rows
 
 
-def msm_windows_on(be: MsmBackend, bases: Any, scalars: Any, window: int | None = None,
+def msm_windows_on(be: MsmLauncher, bases: Any, scalars: Any, window: int | None = None,
                    piece: int | None = None, seg: int | None = None,
                    ) -> tuple[np.ndarray, MsmPlan]:  # fmt: skip
     """The window sums of an MSM on a backend (GPU or the host harness), and its plan
@@ -245,7 +245,7 @@ def msm_windows_on(be: MsmBackend, bases: Any, scalars: Any, window: int | None 
     return _msm_windows(be, bases, scalars, n, plan), plan
 
 
-def g1_sum_on(be: MsmBackend, bases: Any, index: Any | None, n: int, t: int = 64) -> np.ndarray:
+def g1_sum_on(be: MsmLauncher, bases: Any, index: Any | None, n: int, t: int = 64) -> np.ndarray:
     """sum of bases[index] (all n when index is None) as one XYZZ row: the accumulate
     and reduce kernels with a single bucket."""
     xp = be.xp
@@ -288,7 +288,7 @@ def fixed_base_table(base: G1Point) -> np.ndarray:
     return _fb_tables[key]
 
 
-def fixed_base_on(be: MsmBackend, base: G1Point, scalars: Any, n: int) -> np.ndarray:
+def fixed_base_on(be: MsmLauncher, base: G1Point, scalars: Any, n: int) -> np.ndarray:
     if n == 0:
         return np.zeros((0, 24), dtype=np.uint32)
     table = be.upload(fixed_base_table(base))
@@ -303,7 +303,7 @@ def fixed_base_on(be: MsmBackend, base: G1Point, scalars: Any, n: int) -> np.nda
 # --------------------------------------------------------------------------- CuPy backend
 
 
-class _CupyBackend:
+class _CupyLauncher:
     THREADS = 128
 
     def __init__(self) -> None:
@@ -376,14 +376,14 @@ class _CupyBackend:
         gpu.launch(self.k["fp_mul_const"], count, 256, (x, np.uint64(count), cst))
 
 
-_backends: dict[int, _CupyBackend] = {}
+_backends: dict[int, _CupyLauncher] = {}
 
 
-def _backend() -> _CupyBackend:
+def _backend() -> _CupyLauncher:
     cp = gpu.get_cupy()
     dev = cp.cuda.Device().id
     if dev not in _backends:
-        _backends[dev] = _CupyBackend()
+        _backends[dev] = _CupyLauncher()
     return _backends[dev]
 
 
@@ -419,7 +419,7 @@ def bases_to_device(limbs: np.ndarray, out: Any | None = None) -> Any:
 _r2_cache: dict[int, Any] = {}
 
 
-def _r2_fp(be: _CupyBackend) -> Any:
+def _r2_fp(be: _CupyLauncher) -> Any:
     dev = be.cp.cuda.Device().id
     if dev not in _r2_cache:
         _r2_cache[dev] = be.upload(ints_to_limbs([FP.R2], 12))

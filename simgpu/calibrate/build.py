@@ -1,0 +1,281 @@
+"""Building a profile from measurements, and the `simgpu calibrate` entry point.
+
+Footprints come from the prover's memory plan (exact, and checked against the device
+pool's peak, which is recorded beside it); times from the fitted laws; the raw
+measurements go into the profile too, so that a fit can be redone (calibrate.refit).
+An interrupted calibration (Ctrl-C, or VRAM exhausted at the top size) still writes
+what it measured and says what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simgpu.calibrate.fit import (
+    EXACT,
+    SIZE_LAWS,
+    fit_loaded,
+    fit_synthesis_contention,
+    stage_means,
+    time_law,
+    time_laws,
+)
+from simgpu.calibrate.measure import (
+    Contention,
+    SizeRun,
+    measure_contention,
+    measure_h2d,
+    measure_size,
+    serialized_share,
+)
+from simgpu.errors import OutOfMemory, UserError
+from simgpu.profile.laws import fit_law
+from simgpu.profile.tomlwrite import Inline, dumps
+
+
+def _hardware_facts(
+    settings: Any, runs: list[SizeRun], membw: float | None, h2d: float | None
+) -> dict[str, Any]:
+    from simgpu.real.executor import host_ram
+
+    gpu, vram, driver = "CPU backend (emulated device)", settings.vram_limit or (1 << 40), ""
+    if settings.backend == "cupy":
+        from simgpu.gpu.cuda import get_cupy
+
+        cp = get_cupy()
+        props = cp.cuda.runtime.getDeviceProperties(0)
+        gpu = props["name"].decode()
+        vram = settings.vram_limit or int(cp.cuda.runtime.memGetInfo()[1])
+        driver = str(cp.cuda.runtime.driverGetVersion())
+    return {
+        "gpu": gpu,
+        "vram": int(vram),
+        "cpu_cores": os.cpu_count() or 1,
+        "host_ram": host_ram(),
+        "host_resident": 0,
+        "membw_gbps": round(membw, 2) if membw else 50.0,
+        "h2d_gbps": round(h2d, 2) if h2d else 25.0,
+        "driver": driver,
+    }
+
+
+def build_profile(
+    name: str,
+    runs: list[SizeRun],
+    contention: Contention | None,
+    settings: Any,
+    h2d: float | None,
+    partitions: int,
+    missing: list[str],
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """The profile document and the fit error of each law."""
+    from simgpu.prover.circuits import CircuitSpec
+    from simgpu.prover.memory_plan import ProverShape, footprint_tables, prover_plan
+
+    ns = [r.constraints for r in runs]
+    errors: dict[str, float] = {}
+    measurements = {
+        f"n{r.constraints}": {
+            "constraints": r.constraints,
+            **{k.replace(".", "_"): [round(x, 6) for x in v] for k, v in r.seconds.items()},
+            "vram_peak_prestage": r.vram_peak.get("prestage", 0),
+            "vram_peak_kernels": r.vram_peak.get("kernels", 0),
+            "plan_peak_prestage": r.plan_peak.get("prestage", 0),
+            "plan_peak_kernels": r.plan_peak.get("kernels", 0),
+            "baseline_vram": r.buffers["_baseline_vram"],
+        }
+        for r in runs
+    }
+
+    def fitted(key: str) -> Inline:
+        ys = stage_means(list(measurements.values()), key.replace(".", "_"))
+        law, errors[key] = time_law(ns, ys, time_laws(key.partition(".")[0]))
+        return law
+
+    top = runs[-1]
+    spec = CircuitSpec(constraints=top.constraints)
+    plan = prover_plan(
+        ProverShape.estimate(spec),
+        stream_batch=settings.stream_batch or (1 << 22),
+        resident_bases=settings.resident_bases,
+    )
+    _, stages_fp, _, _ = footprint_tables(plan)
+    buffers: dict[str, Any] = {}
+    for buf in stages_buffers(stages_fp):
+        ys = [float(r.buffers[buf]) for r in runs]
+        if max(ys) == 0:
+            buffers[buf] = 0
+            continue
+        f = fit_law(ns, ys, SIZE_LAWS)
+        if f.max_rel_error > EXACT:
+            # a footprint that steps with the MSM window: keep the measured points
+            buffers[buf] = Inline(points=[[n, int(y)] for n, y in zip(ns, ys, strict=True)])
+            errors[f"buffer {buf}"] = 0.0
+        else:
+            errors[f"buffer {buf}"] = f.max_rel_error
+            buffers[buf] = f.law_table()
+    resident = fit_law(ns, [float(max(1, r.buffers["_baseline_vram"])) for r in runs], SIZE_LAWS)
+    errors["vram_resident"] = resident.max_rel_error
+    hw = _hardware_facts(settings, runs, contention.membw_gbps if contention else None, h2d)
+    hw["vram_resident"] = resident.law_table()
+    uses: dict[str, dict[str, Inline]] = {"kernels": {"gpu": Inline(demand=1.0, bound=1.0)}}
+    uses["prestage"] = {"h2d": Inline(demand=float(hw["h2d_gbps"]), bound=1.0)}
+    if contention:
+        uses["synthesis"] = fit_synthesis_contention(contention)
+        uses["prep"] = fit_loaded(contention, "prep", 1)
+        uses["b_g2_msm"] = fit_loaded(contention, "b_g2_msm", settings.b_g2_threads)
+
+    def cv(key: str) -> float:
+        vals = [
+            x
+            for r in runs
+            for x in [np.std(r.seconds[key]) / np.mean(r.seconds[key])]
+            if len(r.seconds[key]) > 1
+        ]
+        return round(float(max(0.01, statistics.median(vals))) if vals else 0.02, 4)
+
+    stages: dict[str, Any] = {}
+    for st, fp in stages_fp.items():
+        entry: dict[str, Any] = {"on": "gpu" if st in ("prestage", "kernels") else "cpu"}
+        entry.update({k: v for k, v in fp.items() if k != "phases"})
+        entry["noise_cv"] = cv(st)
+        if st in uses:
+            entry["uses"] = Inline(uses[st])
+        if "phases" in fp:
+            entry["phases"] = [dict(ph, time=fitted(f"kernels.{ph['name']}")) for ph in fp["phases"]]
+        elif st == "synthesis" and all("synthesis.transfer" in r.seconds for r in runs):
+            # Computing in a worker leans on cores and memory bandwidth (the stage's uses);
+            # the way back shares the driver's result channel with every other result.
+            entry["phases"] = [
+                {"name": "compute", "time": fitted("synthesis.compute")},
+                {
+                    "name": "transfer",
+                    "time": fitted("synthesis.transfer"),
+                    "uses": Inline(driver_rx=Inline(demand=1.0, bound=driver_rx_bound(runs))),
+                },
+            ]
+        else:
+            entry["time"] = fitted(st)
+        stages[st] = entry
+    wl_name = f"groth16-n{top.constraints}"
+    estimate = fit_law(
+        ns,
+        [float(r.buffers["host_abc"] + r.buffers["host_aux"] + r.buffers["host_prep"]) for r in runs],
+        SIZE_LAWS,
+    )
+    doc = {
+        "profile": {
+            "name": name,
+            "description": f"the simgpu Groth16 prover ({settings.backend}) measured on {hw['gpu']}",
+            "source": f"simgpu calibrate, {time.strftime('%Y-%m-%d')}, {platform.node()}",
+            "default_workload": wl_name,
+        },
+        "hardware": hw,
+        "workloads": {wl_name: {"partitions": partitions, "constraints": top.constraints}},
+        "memory": {"partition_estimate": estimate.law_table()},
+        "buffers": buffers,
+        "stages": stages,
+        "calibration": {
+            "backend": settings.backend,
+            "b_g2_threads": settings.b_g2_threads,
+            "sizes": ns,
+            "repeats": len(top.seconds["kernels"]),
+            "missing": missing,
+            "fit_max_rel_error": {
+                k.replace(".", "_").replace(" ", "_"): round(v, 4) for k, v in errors.items()
+            },
+            "measurements": measurements,
+        },
+    }
+    return doc, errors
+
+
+def driver_rx_bound(runs: list[SizeRun]) -> float | Inline:
+    """How much of a synthesis result's trip waits on the driver's result thread: the
+    serialized share at each calibrated size (1 where the worker's pickling was not
+    timed: every second of the trip is then taken as shared)."""
+    if not all("synthesis.pickle" in r.seconds for r in runs):
+        return 1.0
+    mean = statistics.mean
+    shares = [
+        round(serialized_share(mean(r.seconds["synthesis.transfer"]), mean(r.seconds["synthesis.pickle"])), 3)
+        for r in runs
+    ]
+    if len(runs) == 1:
+        return shares[0]
+    return Inline(points=[[r.constraints, s] for r, s in zip(runs, shares, strict=True)])
+
+
+def stages_buffers(stages_fp: dict[str, dict[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for fp in stages_fp.values():
+        for key in ("host_out", "vram_out", "vram_in", "host_release"):
+            names += [b for b in fp.get(key, []) if b not in names]
+        for ph in fp.get("phases", []):
+            names += [b for b in ph.get("transient", []) + ph.get("release", []) if b not in names]
+    return names
+
+
+def calibrate(
+    out: Path,
+    sizes: list[int],
+    settings: Any,
+    repeats: int = 3,
+    contention_size: int | None = None,
+    partitions: int = 4,
+    name: str | None = None,
+    log: Callable[[str], None] = print,
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Measure, fit, write `out`.  Returns (profile document, fit errors)."""
+    runs: list[SizeRun] = []
+    missing: list[str] = []
+    contention = None
+    h2d = None
+    try:
+        if settings.backend == "cupy":
+            h2d = measure_h2d()
+            log(f"host-to-device copy: {h2d:.1f} GB/s")
+        for i, n in enumerate(sizes):
+            log(f"[{i + 1}/{len(sizes)}] n = {n:,} constraints")
+            try:
+                runs.append(measure_size(n, settings, repeats, log))
+            except OutOfMemory as e:
+                missing += [
+                    f"n={m}: not measured ({'VRAM exhausted: ' + str(e) if m == n else 'after an OOM'})"
+                    for m in sizes[i:]
+                ]
+                log(f"  stopped: {e}")
+                break
+        if runs:
+            cn = contention_size or runs[len(runs) // 2].constraints
+            cores = os.cpu_count() or 1
+            ks = sorted({1, 2, max(1, cores // 2), cores, 2 * cores})
+            log(f"contention at n = {cn:,}: k = {ks}")
+            contention = measure_contention(cn, settings, ks, log)
+    except KeyboardInterrupt:
+        done = {r.constraints for r in runs}
+        missing += [f"n={n}: not measured (interrupted)" for n in sizes if n not in done]
+        if contention is None:
+            missing.append("contention: not measured (interrupted)")
+        log("interrupted: writing what was measured")
+    if not runs:
+        raise UserError("calibration measured nothing: no profile written")
+    if contention is None and "contention: not measured (interrupted)" not in missing:
+        missing.append("contention: not measured")
+    doc, errors = build_profile(name or out.stem, runs, contention, settings, h2d, partitions, missing)
+    header = (
+        f"simgpu profile written by `simgpu calibrate` on {time.strftime('%Y-%m-%d %H:%M')}.\n"
+        "Stage times are fitted laws (see [calibration] for the raw measurements and fit errors);\n"
+        "buffers and stage footprints come from the prover's memory plan (simgpu.prover.memory_plan)."
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(dumps(doc, header))
+    return doc, errors

@@ -1,0 +1,268 @@
+"""Measuring the real prover: each stage at each size of a ladder, and under contention.
+
+For each size of a ladder (ascending) the prover is set up (keys cached), warmed up, and
+each stage of a fresh partition is timed `repeats` times, one stage at a time, with the
+device synchronised: synthesis in a worker process (as runs do), prep, prestage, kernels
+(per phase: ntt, h_msm, l_msm, a_msm, b1_msm), b_g2_msm, epilogue (with verification).
+Footprints come from the prover's memory plan (exact, and checked against the device
+pool's peak, which is recorded beside it).  Then contention: host memory bandwidth
+(k processes streaming large arrays), k syntheses at once, and prep / b_g2_msm under a
+full synthesis load, to fit the shared-resource terms of the model.  Each stage time
+is fitted (scipy, non-negative least squares on relative error) by the best of a few
+laws in n, or by the one law its algorithm gives (STAGE_LAWS); buffer sizes likewise.
+The epilogue, milliseconds of interpreter work, is fitted at the calibration's mean
+host speed (HOST_SPEED_ADJUSTED).  The raw measurements go into the profile too, so a
+fit can be redone (e.g. on the small sizes only, to test extrapolation).
+
+An interrupted calibration (Ctrl-C, or VRAM exhausted at the top size) still writes
+what it measured and says what is missing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: The epilogue takes milliseconds and varies by tens of percent from call to call: each
+#: repeat times it this often (on the same inputs), so that its mean is worth fitting.
+EPILOGUE_SAMPLES = 8
+PHASES = ("ntt", "h_msm", "l_msm", "a_msm", "b1_msm")
+
+
+def reference_seconds() -> float:
+    """Seconds a fixed pure-Python loop takes on this thread now (about 1 ms on the
+    H200 machines' cores): the host's speed at this moment, for HOST_SPEED_ADJUSTED."""
+    best = math.inf
+    for _ in range(2):  # the faster of two: one interrupt should not count as a slow host
+        t = time.perf_counter()
+        x = 0
+        for i in range(20_000):
+            x += i * i % 7
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+@dataclass
+class SizeRun:
+    """Measurements at one partition size."""
+
+    constraints: int
+    seconds: dict[str, list[float]] = field(default_factory=dict)  # stage or kernels.phase
+    vram_peak: dict[str, int] = field(default_factory=dict)  # stage -> device pool peak
+    buffers: dict[str, int] = field(default_factory=dict)  # the plan's buffer sizes
+    plan_peak: dict[str, int] = field(default_factory=dict)
+    setup_seconds: float | None = None
+
+    def add(self, key: str, seconds: float) -> None:
+        self.seconds.setdefault(key, []).append(seconds)
+
+
+def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[Any, float]:
+    sync()
+    t = time.perf_counter()
+    out = fn()
+    sync()
+    return out, time.perf_counter() - t
+
+
+def time_synthesis_trip(pool: Any, spec: Any, seed: int) -> tuple[Any, float, float, float]:
+    """One synthesis in a worker of `pool`, as the prover runs it: (result, wall seconds
+    from submit to result, seconds computing, seconds the worker spends pickling the
+    result).  The wall time less the computing is the result's trip back: pickled in the
+    worker, piped, and unpickled by the one thread of the driver that receives every
+    worker's results.  The timing pickles the result once more in the worker; that extra
+    copy is taken off the wall time."""
+    from simgpu.prover.synthesis import synthesize_timed
+
+    t = time.perf_counter()  # before the submit: the worker's compute lies within
+    synth, compute, pickling = pool.submit(synthesize_timed, spec, seed).result()
+    wall = time.perf_counter() - t - pickling
+    return synth, wall, compute, pickling
+
+
+def serialized_share(transfer: float, pickling: float) -> float:
+    """The part of a result's trip that the driver's one result thread serializes: all of
+    it but the worker's pickling (which every worker does for itself, at once)."""
+    if transfer <= 0:
+        return 1.0
+    return min(1.0, max(0.0, 1.0 - pickling / transfer))
+
+
+def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]) -> SizeRun:
+    """Time every stage at size n (see the module docstring)."""
+    from simgpu.prover import groth16
+    from simgpu.prover.circuits import CircuitSpec
+    from simgpu.prover.memory_plan import ProverShape, prover_plan, stage_peak
+    from simgpu.real.executor import ProverExecutor
+
+    spec = CircuitSpec(constraints=n)
+    ex = ProverExecutor(spec, settings)
+    run = SizeRun(n, setup_seconds=ex.setup_seconds)
+    backend = ex.backends[0]
+    sync = backend.synchronize
+    try:
+        ex.pool().submit(groth16.synthesize, spec, 999).result()  # start the worker process
+        for rep in range(repeats):
+            seed = 1000 + rep
+            synth, wall, compute, pickling = time_synthesis_trip(ex.pool(), spec, seed)
+            run.add("synthesis", wall)
+            run.add("synthesis.compute", compute)
+            run.add("synthesis.transfer", max(0.0, wall - compute))
+            run.add("synthesis.pickle", min(pickling, max(0.0, wall - compute)))
+            prepared, dt = _timed(lambda s=synth: groth16.prep(s, ex.pk), lambda: None)
+            run.add("prep", dt)
+            plan = prover_plan(
+                ProverShape.from_prepared(prepared),
+                stream_batch=backend.stream_batch,
+                resident_bases=backend.resident_bases,
+            )
+            with backend.peak_scope() as meter:
+                buffers, dt = _timed(lambda p=prepared: groth16.prestage(p, backend), sync)
+            run.add("prestage", dt)
+            run.vram_peak["prestage"] = max(run.vram_peak.get("prestage", 0), meter.peak)
+            phases: dict[str, float] = {}
+            with backend.peak_scope() as meter:
+                out, dt = _timed(
+                    lambda p=prepared, b=buffers, t=phases: groth16.kernels(p, ex.pk, backend, b, timings=t),
+                    sync,
+                )
+            buffers.free()
+            run.add("kernels", dt)
+            run.vram_peak["kernels"] = max(run.vram_peak.get("kernels", 0), meter.peak)
+            for ph in PHASES:
+                run.add(f"kernels.{ph}", phases[ph])
+            g2, dt = _timed(lambda p=prepared: ex.g2.msm(p, settings.b_g2_threads), lambda: None)
+            run.add("b_g2_msm", dt)
+            rng = np.random.default_rng(seed)
+
+            def finish(p=prepared, o=out, g=g2, r=rng):
+                proof = groth16.epilogue(p, ex.pk, o, g, r)
+                if not groth16.verify(ex.vk, p.public_inputs, proof):
+                    raise RuntimeError(f"calibration proof at n={n} does not verify")
+                return proof
+
+            for _ in range(EPILOGUE_SAMPLES):
+                run.add("epilogue.ref", reference_seconds())
+                _, dt = _timed(finish, lambda: None)
+                run.add("epilogue", dt)
+            log(f"  n={n:,} repeat {rep + 1}/{repeats}: kernels {run.seconds['kernels'][-1] * 1e3:.1f} ms")
+        run.buffers = {k: int(v) for k, v in plan["buffers"].items()}
+        run.plan_peak = {s: stage_peak(plan, s) for s in ("prestage", "kernels")}
+        run.buffers["_resident_vram"] = sum(plan["buffers"][x] for x in plan["resident"]["vram"])
+        run.buffers["_baseline_vram"] = int(ex.baseline[0])
+    finally:
+        ex.close()
+    return run
+
+
+def _stream(nbytes: int, seconds: float) -> float:
+    """One process copying a large array for about `seconds`: GB/s moved (read + write)."""
+    a = np.ones(nbytes // 8, dtype=np.float64)
+    b = np.empty_like(a)
+    moved = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        np.copyto(b, a)
+        moved += 2 * a.nbytes
+    return moved / (time.perf_counter() - t0) / 1e9
+
+
+def measure_membw(procs: int, nbytes: int = 256 << 20, seconds: float = 1.5) -> float:
+    """Aggregate host memory bandwidth (GB/s) of `procs` processes streaming at once."""
+    import multiprocessing
+
+    with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return float(sum(pool.map(_stream, [nbytes] * procs, [seconds] * procs)))
+
+
+def measure_h2d(nbytes: int = 1 << 30) -> float | None:
+    """Pinned host -> device copy bandwidth (GB/s), or None without CuPy."""
+    try:
+        from simgpu.gpu.cuda import get_cupy
+
+        cp = get_cupy()
+    except Exception:
+        return None
+    host = cp.cuda.alloc_pinned_memory(nbytes)
+    src = np.frombuffer(host, dtype=np.uint8, count=nbytes)
+    src[:] = np.random.default_rng(0).integers(0, 255, nbytes, dtype=np.uint8)
+    dst = cp.empty(nbytes, dtype=cp.uint8)
+    dst.set(src)
+    cp.cuda.Device().synchronize()
+    t = time.perf_counter()
+    for _ in range(3):
+        dst.set(src)
+    cp.cuda.Device().synchronize()
+    gbps = 3 * nbytes / (time.perf_counter() - t) / 1e9
+    del dst
+    return gbps
+
+
+def _synth_task(spec_n: int, seed: int) -> float:
+    from simgpu.prover.circuits import CircuitSpec
+    from simgpu.prover.synthesis import synthesize
+
+    t = time.perf_counter()
+    synthesize(CircuitSpec(constraints=spec_n), seed)
+    return time.perf_counter() - t
+
+
+@dataclass
+class Contention:
+    n: int
+    cores: int
+    membw_gbps: float
+    synthesis: dict[int, float]  # k at once -> mean seconds each
+    loaded: dict[str, tuple[float, float]]  # stage -> (alone, under full synthesis load)
+
+
+def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
+    """k syntheses at once for k in ks (each in its own process: CPU-bound Python), and
+    prep / b_g2_msm alone and beside a full load of syntheses."""
+    import multiprocessing
+
+    from simgpu.prover import groth16
+    from simgpu.prover.circuits import CircuitSpec
+    from simgpu.prover.synthesis import synthesize
+    from simgpu.real.executor import ProverExecutor
+
+    cores = os.cpu_count() or 1
+    membw = measure_membw(cores)
+    log(f"  host memory bandwidth, {cores} processes: {membw:.1f} GB/s")
+    ctx = multiprocessing.get_context("spawn")
+    times: dict[int, float] = {}
+    with ProcessPoolExecutor(max(ks), mp_context=ctx) as pool:
+        list(pool.map(_synth_task, [64] * max(ks), range(max(ks))))  # start the workers
+        for k in ks:
+            times[k] = statistics.mean(pool.map(_synth_task, [n] * k, range(k)))
+            log(f"  {k} syntheses at once: {times[k]:.3f} s each")
+        spec = CircuitSpec(constraints=n)
+        ex = ProverExecutor(spec, settings)
+        try:
+            synth = synthesize(spec, 7)
+            prepared = groth16.prep(synth, ex.pk)
+            loaded: dict[str, tuple[float, float]] = {}
+            fns = {
+                "prep": lambda: groth16.prep(synth, ex.pk),
+                "b_g2_msm": lambda: ex.g2.msm(prepared, settings.b_g2_threads),
+            }
+            for name, fn in fns.items():
+                _, alone = _timed(fn, lambda: None)
+                load = [pool.submit(_synth_task, n, 100 + i) for i in range(max(ks))]
+                time.sleep(0.2)  # let the load start
+                _, busy = _timed(fn, lambda: None)
+                for f in load:
+                    f.result()
+                loaded[name] = (alone, busy)
+                log(f"  {name}: {alone:.3f} s alone, {busy:.3f} s beside {max(ks)} syntheses")
+        finally:
+            ex.close()
+    return Contention(n, cores, membw, times, loaded)

@@ -1,0 +1,79 @@
+"""Refitting a calibrated profile from the measurements it stores (e.g. on the small
+sizes only, to test how its laws extrapolate)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from simgpu.calibrate.fit import stage_means, time_law, time_laws
+from simgpu.errors import UserError
+from simgpu.profile.tomlwrite import Inline, dumps
+
+
+def measured_means(
+    doc: dict[str, Any], key: str, max_size: int | None = None
+) -> tuple[list[int], list[float]]:
+    """(sizes, mean seconds, as `stage_means`) of one stage or kernels phase
+    ('kernels_h_msm') from a profile's [calibration.measurements]."""
+    rows = sorted(doc["calibration"]["measurements"].values(), key=lambda r: r["constraints"])
+    rows = [r for r in rows if max_size is None or r["constraints"] <= max_size]
+    return [r["constraints"] for r in rows], stage_means(rows, key)
+
+
+def refit_times(doc: dict[str, Any], max_size: int | None = None) -> dict[str, float]:
+    """Fit every stage time of a calibrated profile again from its stored measurements
+    (only sizes <= max_size if given), in place.  Returns the fit errors."""
+    errors: dict[str, float] = {}
+    for name, st in doc["stages"].items():
+        if "phases" in st:
+            for ph in st["phases"]:
+                key = f"{name}_{ph['name']}"
+                ph["time"], errors[key] = time_law(*measured_means(doc, key, max_size), time_laws(name))
+        else:
+            st["time"], errors[name] = time_law(*measured_means(doc, name, max_size), time_laws(name))
+    return errors
+
+
+def _inline_laws(doc: Any, key: str = "") -> Any:
+    """A profile read back from TOML, with laws and resource uses marked inline again."""
+    if isinstance(doc, dict):
+        if key == "uses" or "law" in doc or "points" in doc:
+            return Inline({k: _inline_laws(v, k) for k, v in doc.items()})
+        return {k: _inline_laws(v, k) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_inline_laws(v) for v in doc]
+    return doc
+
+
+def refit_profile(src: Path, out: Path, max_size: int | None = None) -> dict[str, float]:
+    """Refit the stage times of the calibrated profile `src` from its stored
+    measurements (sizes <= max_size if given) and write it to `out`."""
+    import tomllib
+
+    try:
+        doc = tomllib.loads(src.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UserError(f"cannot read profile {src}: {e}") from None
+    if "measurements" not in doc.get("calibration", {}):
+        raise UserError(f"{src} has no [calibration.measurements]: it was not written by calibrate")
+    errors = refit_times(doc, max_size)
+    cal = doc["calibration"]
+    cal["refit_max_size"] = max_size or max(r["constraints"] for r in cal["measurements"].values())
+    cal["fit_max_rel_error"].update({k: round(v, 4) for k, v in errors.items()})
+    refit_note = "Stage times refitted from the stored measurements"
+    header = profile_header(src.read_text(), drop=refit_note)
+    header += f"\n{refit_note} (sizes <= {cal['refit_max_size']})."
+    out.write_text(dumps(_inline_laws(doc), header))
+    return errors
+
+
+def profile_header(text: str, drop: str | None = None) -> str:
+    """The comment block of a profile's TOML text (less lines starting with `drop`), to
+    write back above a changed profile."""
+    lines = [
+        line[2:]
+        for line in text.splitlines()
+        if line.startswith("# ") and not (drop and line[2:].startswith(drop))
+    ]
+    return "\n".join(lines) or "simgpu profile"

@@ -1,0 +1,189 @@
+"""Where the prover's GPU stages run: the `Device` protocol and the buffers it hands out.
+
+Like a socket API written once against many network cards, the stages in
+`simgpu.prover.groth16` are written once against `Device`; a device owns "device"
+memory and the arithmetic that runs on it:
+
+* `CupyDevice` (`simgpu.prover.cupy_device`): real VRAM through CuPy's memory pool (capped with `set_limit` to
+  emulate a smaller card), the CUDA kernels of `simgpu.gpu.ntt` / `simgpu.gpu.msm`.
+* `CpuDevice` (`simgpu.prover.cpu_device`): the same calls on the CPU for small circuits;
+  its device memory is booked in a `simgpu.ledger.Ledger`, so a cap gives a real
+  `VramExhausted` on CI too.
+
+Every allocation is made under a name (d_a, d_bc, h_msm_bases_batch, l_msm_scalars,
+h_msm_temporaries, ...), and running out of device memory raises `VramExhausted` naming
+it; `simgpu.prover.memory_plan` lists the same names with their sizes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+from py_arkworks_bls12381 import G1Point
+
+from simgpu.errors import DesignError
+
+if TYPE_CHECKING:
+    from simgpu.prover.keys import ProvingKey
+
+T = TypeVar("T")
+
+#: Rows of proving-key bases per streamed batch (96 bytes each): 4M rows = 384 MiB.
+DEFAULT_STREAM_BATCH = 1 << 22
+
+#: The G1 queries of the proving key that the kernels stage streams (H, L, A, B1).
+G1_QUERIES = ("h", "l", "a", "b1")
+
+
+@dataclass(eq=False)
+class DeviceBuffer:
+    """One named allocation of device memory.  `array` is a cupy.ndarray on the CuPy
+    backend and a numpy.ndarray on the CPU backend; `token` is the backend's own record."""
+
+    name: str
+    array: Any
+    nbytes: int
+    device: Device
+    token: Any = None
+    live: bool = True
+
+    def free(self) -> None:
+        self.device.free(self)
+
+
+class PeakMeter:
+    """Peak of a backend's used device bytes over a `with backend.peak_scope()` block."""
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.peak = start
+
+    def see(self, used: int) -> None:
+        if used > self.peak:
+            self.peak = used
+
+
+@runtime_checkable
+class Device(Protocol):
+    """What the Groth16 stages need from a device."""
+
+    name: str
+    device: int
+    resident_bases: bool  # keep the key's G1 bases on the device instead of streaming them
+    stream_batch: int  # rows of bases per streamed batch
+
+    def alloc(self, name: str, shape: tuple[int, ...], dtype: Any = np.uint32) -> DeviceBuffer:
+        """A device buffer booked under `name`; VramExhausted naming it if it does not fit."""
+        ...
+
+    def upload(self, name: str, host: np.ndarray) -> DeviceBuffer:
+        """alloc + host-to-device copy of `host`."""
+        ...
+
+    def write(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
+        """Copy host rows into buf.array[row : row + len(host)] (no allocation)."""
+        ...
+
+    def upload_bases(self, name: str, host: np.ndarray) -> DeviceBuffer:
+        """Upload G1 affine points (uint32 (n, 24) standard form) in the device's point
+        representation (Montgomery form on the GPU)."""
+        ...
+
+    def write_bases(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
+        """Like `write`, for G1 points (converted as `upload_bases` does)."""
+        ...
+
+    def free(self, buf: DeviceBuffer) -> None: ...
+
+    def gather(self, name: str, src: Any, index: Any) -> DeviceBuffer:
+        """A new buffer holding src[index] (rows), `index` a device int32 array."""
+        ...
+
+    def compute_h(self, a: Any, b: Any, c: Any) -> None:
+        """Evaluations a, b, c (N, 8) over the domain -> h's coefficients in a; b, c
+        clobbered.  Transient scratch is booked as `ntt_scratch`."""
+        ...
+
+    def msm(self, bases: Any, scalars: Any, name: str) -> G1Point:
+        """sum scalars[i] * bases[i]; transient memory booked as `<name>_temporaries`."""
+        ...
+
+    def g1_sum(self, bases: Any, index: Any, name: str) -> G1Point:
+        """sum bases[index[i]] (the scalars equal to one, batch-added)."""
+        ...
+
+    def host_bases(self, pk: ProvingKey, query: str) -> np.ndarray:
+        """The host array a streamed batch of `query`'s bases is copied from."""
+        ...
+
+    def resident(self, pk: ProvingKey, query: str) -> DeviceBuffer:
+        """`query`'s bases kept on the device (uploaded on first use, booked `srs_<query>`)."""
+        ...
+
+    def drop_resident(self) -> None:
+        """Free every resident key buffer."""
+        ...
+
+    def fixed_base_mul_g1(self, base: G1Point, scalars: np.ndarray) -> np.ndarray:
+        """[s_i] base for scalars uint32 (n, 8) -> affine uint32 (n, 24) (trusted setup)."""
+        ...
+
+    def used(self) -> int:
+        """Device bytes in use (allocations, resident key bases included)."""
+        ...
+
+    def limit(self) -> int | None:
+        """The VRAM cap, or None."""
+        ...
+
+    def capacity(self) -> int:
+        """The cap if any, else the device's memory."""
+        ...
+
+    def peak_scope(self) -> contextlib.AbstractContextManager[PeakMeter]:
+        """Context manager measuring the peak of used() inside it."""
+        ...
+
+    def synchronize(self) -> None: ...
+
+
+class DeviceBuffers:
+    """The device buffers a `prestage` leaves behind for `kernels`: d_a (the a vector, h
+    after the NTTs) and d_bc (b and c, one allocation of shape (2, N, 8)).  The handle owns
+    them: `release(name)` frees one group early, `free()` frees what is left."""
+
+    def __init__(self, device: Device, buffers: dict[str, DeviceBuffer]) -> None:
+        self.device = device
+        self._buffers = dict(buffers)
+
+    def held(self) -> list[str]:
+        return list(self._buffers)
+
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self._buffers.values())
+
+    def array(self, name: str) -> Any:
+        try:
+            return self._buffers[name].array
+        except KeyError:
+            raise DesignError(f"device buffer {name} is not held (released or never made)") from None
+
+    def release(self, name: str) -> None:
+        buf = self._buffers.pop(name, None)
+        if buf is None:
+            raise DesignError(f"device buffer {name} released twice")
+        self.device.free(buf)
+
+    def free(self) -> None:
+        while self._buffers:
+            _, buf = self._buffers.popitem()
+            self.device.free(buf)
+
+    def __enter__(self) -> DeviceBuffers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()

@@ -1,0 +1,5 @@
+"""What a user reads: metrics from records, the JSON document, the table, the trace, the plot.
+
+Both runtimes hand over the same event records, so one piece of code measures a
+prediction and a real run alike.
+"""

@@ -1,0 +1,83 @@
+"""The terminal table: the document's numbers as a user reads them first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from simgpu.errors import fmt_bytes
+
+
+def _secs(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f} s"
+
+
+def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    p = doc["proofs"]
+    title = (
+        f"simgpu {doc['mode']}: design [bold]{doc['design']}[/bold] on {doc['profile']} - "
+        f"{doc['workload']['name']} ({doc['workload']['partitions']} x "
+        f"{doc['workload']['constraints']:,} constraints)"
+    )
+    t = Table(title=title, show_header=True, header_style="bold")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    cfg = doc["config"]
+    t.add_row(
+        "proofs x concurrency",
+        f"{cfg['proofs']} x {cfg['concurrency'] if not cfg.get('arrival_rate') else 'open loop'}",
+    )
+    t.add_row(
+        "GPU workers / device, partition workers",
+        f"{cfg['gpu_workers_per_device']}, {cfg['partition_workers']}",
+    )
+    thr = doc["throughput_s_per_proof"]
+    runs = doc["oom_risk"]["runs"]
+    spread = ""
+    if runs > 1 and doc.get("throughput_s_per_proof_min") is not None:
+        spread = f" ({doc['throughput_s_per_proof_min']:.2f}-{doc['throughput_s_per_proof_max']:.2f})"
+    t.add_row("throughput", ("-" if thr is None else f"{thr:.2f} s/proof") + spread)
+    style = "red" if p["failed"] else "green"
+    t.add_row("proofs completed / failed", f"[{style}]{p['completed']} / {p['failed']}[/{style}]")
+    t.add_row("latency p50 / p95", f"{_secs(doc['latency_s']['p50'])} / {_secs(doc['latency_s']['p95'])}")
+    for d in doc["devices"]:
+        t.add_row(f"gpu{d['device']} busy", f"{100 * d['busy_frac']:.1f} %")
+        t.add_row(
+            f"gpu{d['device']} peak VRAM",
+            f"{fmt_bytes(d['peak_vram_bytes'])} of {fmt_bytes(d['vram_bytes'])}",
+        )
+    for name, st in doc["locks"].items():
+        t.add_row(f"lock {name} wait", f"{st['wait_s_total']:.2f} s total, {st['wait_s_mean']:.3f} s mean")
+    h = doc["host"]
+    t.add_row("peak host RSS", f"{fmt_bytes(h['peak_rss_bytes'])} of {fmt_bytes(h['ram_bytes'])}")
+    risk = doc["oom_risk"]
+    lo, hi = risk["ci95"]
+    t.add_row(
+        "OOM risk",
+        f"{100 * risk['p']:.0f} % of {runs} run(s) (95% CI {100 * lo:.0f}-{100 * hi:.0f} %)",
+    )
+    for key, value in doc.get("verification", {}).items():
+        t.add_row(f"verified {key}", str(value))
+    console.print(t)
+    ooms = doc["oom_events"]
+    if ooms:
+        console.print(f"[red]{len(ooms)} OOM event(s)[/red]; first:")
+        for o in ooms[:3]:
+            where = f"proof {o.get('proof')} partition {o.get('partition')}"
+            console.print(
+                f"  t={o['t']:.3f}s {o['kind']} on {o['pool']}: stage {o['stage']}, worker "
+                f"{o.get('worker') or '?'}, {where}: requested {fmt_bytes(o['requested_bytes'])} "
+                f"for {o.get('buffer') or '?'}, free {fmt_bytes(o['free_bytes'])}"
+            )
+    for f in doc["failures"][:5]:
+        console.print(f"  proof {f['proof']} failed: {f['reason']}")
+    if doc["deadlock"]:
+        dl = doc["deadlock"]
+        console.print(f"[red bold]DEADLOCK[/red bold] at t={dl['at']:.3f}s; stuck:")
+        for who, what in sorted(dl["waiting"].items()):
+            console.print(f"  {who} waits for {what}")
+    for leak in doc["leaks"][:3]:
+        console.print(f"[yellow]leak:[/yellow] {leak}")
