@@ -6,8 +6,9 @@ raises a one-line `SimgpuError` where it is missing or sees no device.
 Kernels live as CUDA C beside the Python that drives them (ntt.cu by ntt.py).
 `load_module` inlines their `#include "..."` chain into one source string, prefixed by
 `constants_header()` -- the field constants derived from the BLS parameter in
-`bls12_381.py` -- and hands it to `cupy.RawModule` (NVRTC).  Inlining matters: CuPy's on-disk cache is keyed by the source text, so a
-header edited under an unchanged kernel file must change that text.  CuPy passes
+`bls12_381.py` -- and hands it to `cupy.RawModule` (NVRTC).  Inlining matters: CuPy's
+on-disk cache is keyed by the source text, so a header edited under an unchanged kernel
+file must change that text.  CuPy passes
 `-arch=sm_XX` of the current device itself (passing it twice is an NVRTC error); we add
 `--std=c++17` and this folder as include path.
 """
