@@ -1,18 +1,19 @@
 """Locks, semaphores, queues and one-shot signals as SimPy events.
 
-Each waitable carries a `what` string: when nothing can move, the deadlock report
-prints, for every stuck process, the `what` of the event it is parked on.
+The waiting rules are simgpu.sched.fifo's; here a waiter is a SimPy event that the rule
+succeeds when it is served.  Each waitable carries a `what` string: when nothing can
+move, the deadlock report prints, for every stuck process, the `what` of the event it
+is parked on.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import simpy
 
-from simgpu.errors import DesignError
+from simgpu.sched.fifo import FifoLock, FifoQueue, FifoSemaphore
 
 
 class Signal(simpy.Event):
@@ -27,81 +28,71 @@ class Signal(simpy.Event):
         return self
 
 
+def _grant(ev: Signal, value: Any) -> None:
+    ev.succeed(value)
+
+
 class SimLock:
-    """FIFO mutex.  `who()` names the calling task (label, context); `on_acquired(lock,
-    waited_seconds, context)` lets the runtime account and record lock waits on behalf
-    of the task that got the lock."""
+    """FIFO mutex.  `who()` names the calling task (label, context); `on_acquired(name,
+    context, waited_seconds)` accounts and records the wait of the task that got it;
+    `on_released(name)` records the release."""
 
     def __init__(
         self,
         env: simpy.Environment,
         name: str,
         who: Callable[[], tuple[str, dict]],
-        on_acquired: Callable[[SimLock, float, dict], None],
+        on_acquired: Callable[[str, dict, float], None],
+        on_released: Callable[[str], None],
     ) -> None:
         self.env = env
         self.name = name
         self._who = who
         self._on_acquired = on_acquired
-        self.holder: str | None = None
-        self._waiters: deque[tuple[Signal, str, dict, float]] = deque()
+        self._on_released = on_released
+        self._fifo = FifoLock(name, _grant)
+
+    @property
+    def holder(self) -> str | None:
+        return self._fifo.holder
 
     def acquire(self) -> Signal:
         ev = Signal(self.env)
         who, ctx = self._who()
-        if self.holder is None:
-            self.holder = who
-            self._on_acquired(self, 0.0, ctx)
-            ev.succeed()
-        else:
-            ev.what = f"lock {self.name} (held by {self.holder})"
-            self._waiters.append((ev, who, ctx, self.env.now))
+        ev.what = self._fifo.waiting_for()
+        if self._fifo.request(ev, who, (ctx, self.env.now)):
+            self._on_acquired(self.name, ctx, 0.0)
         return ev
 
     def release(self) -> None:
-        if self.holder is None:
-            raise DesignError(f"lock {self.name} released while not held")
-        if self._waiters:
-            ev, who, ctx, since = self._waiters.popleft()
-            self.holder = who
-            self._on_acquired(self, self.env.now - since, ctx)
-            ev.succeed()
-        else:
-            self.holder = None
+        self._on_released(self.name)
+        served = self._fifo.release()
+        if served is not None:
+            _, (ctx, since) = served
+            self._on_acquired(self.name, ctx, self.env.now - since)
 
 
 class SimSemaphore:
-    """Weighted counting semaphore, strictly FIFO (a large request at the head is not
-    overtaken by small ones behind it: that is how a fair byte budget behaves)."""
+    """Weighted counting semaphore, strictly FIFO."""
 
     def __init__(self, env: simpy.Environment, name: str, capacity: int) -> None:
         self.env = env
         self.name = name
-        self.capacity = int(capacity)
-        self.available = int(capacity)
-        self._waiters: deque[tuple[Signal, int]] = deque()
+        self._fifo = FifoSemaphore(name, capacity, _grant)
+        self.capacity = self._fifo.capacity
+
+    @property
+    def available(self) -> int:
+        return self._fifo.available
 
     def acquire(self, amount: int = 1) -> Signal:
-        amount = int(amount)
-        if amount > self.capacity:
-            raise DesignError(f"{self.name}: asked for {amount} of a capacity of {self.capacity}")
         ev = Signal(self.env)
-        if not self._waiters and amount <= self.available:
-            self.available -= amount
-            ev.succeed()
-        else:
-            ev.what = f"{self.name} ({amount} wanted, {self.available} of {self.capacity} free)"
-            self._waiters.append((ev, amount))
+        ev.what = self._fifo.waiting_for(int(amount))
+        self._fifo.request(ev, amount)
         return ev
 
     def release(self, amount: int = 1) -> None:
-        self.available += int(amount)
-        if self.available > self.capacity:
-            raise DesignError(f"{self.name}: released more than was acquired")
-        while self._waiters and self._waiters[0][1] <= self.available:
-            ev, want = self._waiters.popleft()
-            self.available -= want
-            ev.succeed()
+        self._fifo.release(amount)
 
 
 class SimQueue:
@@ -110,39 +101,20 @@ class SimQueue:
     def __init__(self, env: simpy.Environment, name: str, capacity: int = 0) -> None:
         self.env = env
         self.name = name
-        self.capacity = int(capacity)
-        self._items: deque[Any] = deque()
-        self._getters: deque[Signal] = deque()
-        self._putters: deque[tuple[Signal, Any]] = deque()
+        self._fifo = FifoQueue(name, capacity, _grant)
+        self.capacity = self._fifo.capacity
 
     def __len__(self) -> int:
-        return len(self._items)
-
-    def _full(self) -> bool:
-        return self.capacity > 0 and len(self._items) >= self.capacity
+        return len(self._fifo)
 
     def put(self, item: Any) -> Signal:
         ev = Signal(self.env)
-        if self._getters:
-            self._getters.popleft().succeed(item)
-            ev.succeed()
-        elif not self._full():
-            self._items.append(item)
-            ev.succeed()
-        else:
-            ev.what = f"room in queue {self.name} (full at {self.capacity})"
-            self._putters.append((ev, item))
+        ev.what = self._fifo.waiting_for_room()
+        self._fifo.put(ev, item)
         return ev
 
     def get(self) -> Signal:
         ev = Signal(self.env)
-        if self._items:
-            ev.succeed(self._items.popleft())
-            if self._putters:
-                pev, item = self._putters.popleft()
-                self._items.append(item)
-                pev.succeed()
-        else:
-            ev.what = f"an item from queue {self.name}"
-            self._getters.append(ev)
+        ev.what = self._fifo.waiting_for_item()
+        self._fifo.get(ev)
         return ev

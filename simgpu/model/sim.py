@@ -1,9 +1,11 @@
 """SimRuntime: the runtime protocol on SimPy, with stage costs from a Profile.
 
-Each scheduler generator becomes a SimPy process.  A stage is a process of its own that
-books its footprints in the VRAM and host ledgers (raising VramExhausted /
-HostRamExhausted at the allocation that does not fit) and spends its profile time,
-stretched by noise and by contention for shared resources (model.contention).
+Each scheduler generator becomes a SimPy process.  A stage is a process of its own: the
+stage interpreter (model.interpreter) walks the stage's plan, booking its footprints in
+the VRAM and host ledgers (raising VramExhausted / HostRamExhausted at the allocation
+that does not fit) and spending its profile time, stretched by noise and by contention
+for shared resources (model.contention).  What both runtimes share (contexts, named
+primitives, records, the result) is simgpu.sched.base's.
 """
 
 from __future__ import annotations
@@ -11,51 +13,23 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 import simpy
 
 from simgpu.config import PipelineConfig, Workload
-from simgpu.errors import Deadlock, DesignError, OutOfMemory, SimgpuError, UserError
-from simgpu.events import LockStats, Record, RunResult
-from simgpu.ledger import Allocation, Ledger, host_ledger, vram_ledger
+from simgpu.errors import Deadlock, DesignError, SimgpuError, UserError
+from simgpu.events import RunResult
+from simgpu.ledger import host_ledger, vram_ledger
 from simgpu.model.contention import FluidShare
+from simgpu.model.interpreter import Buffers, run_stage
 from simgpu.model.primitives import Signal, SimLock, SimQueue, SimSemaphore
-from simgpu.profile import Profile, ResolvedStage
+from simgpu.profile import Profile, ResolvedPhase
+from simgpu.sched.base import RuntimeBase
 from simgpu.sched.daemon import Daemon
 from simgpu.sched.runtime import Proc
 from simgpu.sched.work import Partition
-
-
-class Buffers:
-    """A handle on named allocations in one ledger (a stage's output)."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self.allocs: dict[str, Allocation] = {}
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.allocs
-
-    def add(self, name: str, alloc: Allocation) -> None:
-        self.allocs[name] = alloc
-
-    def release(self, name: str) -> None:
-        a = self.allocs.pop(name, None)
-        if a is not None:
-            a.release()
-
-    def free(self) -> None:
-        for name in list(self.allocs):
-            self.release(name)
-
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.allocs.values())
-
-    def __repr__(self) -> str:
-        return f"Buffers({self.ledger.pool}: {', '.join(self.allocs)})"
 
 
 def _lognormal_params(cv: float) -> tuple[float, float]:
@@ -63,7 +37,7 @@ def _lognormal_params(cv: float) -> tuple[float, float]:
     return -sigma2 / 2, math.sqrt(sigma2)
 
 
-class SimRuntime:
+class SimRuntime(RuntimeBase):
     """The runtime protocol on SimPy.  Build one per run."""
 
     def __init__(
@@ -74,10 +48,8 @@ class SimRuntime:
         seed: int = 0,
         record_phases: bool = True,
     ) -> None:
+        super().__init__(config, workload, seed)
         self.profile = profile
-        self.config = config
-        self.workload = workload
-        self.seed = seed
         self.record_phases = record_phases
         self.env = simpy.Environment()
         self.resolved = profile.resolve(workload.constraints)
@@ -104,14 +76,9 @@ class SimRuntime:
             capacity[("h2d", d)] = hw.h2d_gbps
         self.fluid = FluidShare(self.env, capacity, bursty=frozenset({"gil"}))
         self.rng = random.Random(seed)
-        self.records: list[Record] = []
-        self._locks: dict[tuple[str, int], SimLock] = {}
-        self._sems: dict[tuple[str, int | None], SimSemaphore] = {}
-        self._queues: dict[str, SimQueue] = {}
-        self.lock_stats: dict[str, LockStats] = defaultdict(LockStats)
         self._ctx: dict[simpy.Process, dict[str, Any]] = {}
         self._names: dict[simpy.Process, str] = {}
-        self._uses_cache: dict[tuple[str, int, int | None], tuple] = {}
+        self._uses_cache: dict[tuple[str, str, int | None], tuple] = {}
         self._noise = {st.name: _lognormal_params(st.noise_cv) for st in self.resolved.stages.values()}
         too_big = "circuit too big for this profile"
         need = self.resolved.vram_peak(("prestage", "kernels"))
@@ -138,54 +105,37 @@ class SimRuntime:
                 f"{profile.name} has {self._host_budget / 2**30:.1f} GiB: {too_big}"
             )
 
-    # ------------------------------------------------------------ protocol
+    # ------------------------------------------------------------ RuntimeBase
 
     def now(self) -> float:
         return self.env.now
 
-    def spawn(self, proc: Proc, name: str, **context: Any) -> simpy.Process:
-        parent = self._ctx.get(self.env.active_process, {})
-        p = self.env.process(proc)
-        ctx = {k: v for k, v in parent.items() if k in ("device", "worker")}
-        ctx.update(context)
-        self._ctx[p] = ctx
-        self._names[p] = name
-        p.what = f"task {name}"
-        return p
+    def current_context(self) -> dict[str, Any]:
+        return self._ctx.setdefault(self.env.active_process, {})
 
-    def set_context(self, **context: Any) -> None:
-        ctx = self._ctx.setdefault(self.env.active_process, {})
-        ctx.update(context)
+    def _new_lock(self, label: str) -> SimLock:
+        return SimLock(self.env, label, self._who, self.lock_acquired, self.lock_released)
+
+    def _new_semaphore(self, label: str, capacity: int) -> SimSemaphore:
+        return SimSemaphore(self.env, label, capacity)
+
+    def _new_queue(self, name: str, capacity: int) -> SimQueue:
+        return SimQueue(self.env, name, capacity)
 
     def _who(self) -> tuple[str, dict[str, Any]]:
         p = self.env.active_process
         ctx = self._ctx.get(p, {})
         return (ctx.get("worker") or self._names.get(p, "?")), dict(ctx)
 
-    def _lock_acquired(self, lock: SimLock, waited: float, ctx: dict[str, Any]) -> None:
-        self.lock_stats[lock.name].add(waited)
-        self._emit("lock_acquired", ctx, {"lock": lock.name, "waited": waited})
+    # ------------------------------------------------------------ protocol
 
-    def lock(self, name: str, device: int) -> SimLock:
-        key = (name, device)
-        lk = self._locks.get(key)
-        if lk is None:
-            lk = self._locks[key] = _RecordingLock(self, f"gpu{device}/{name}")
-        return lk
-
-    def semaphore(self, name: str, capacity: int, device: int | None = None) -> SimSemaphore:
-        key = (name, device)
-        sem = self._sems.get(key)
-        if sem is None:
-            label = name if device is None else f"gpu{device}/{name}"
-            sem = self._sems[key] = SimSemaphore(self.env, label, capacity)
-        return sem
-
-    def queue(self, name: str, capacity: int = 0) -> SimQueue:
-        q = self._queues.get(name)
-        if q is None:
-            q = self._queues[name] = SimQueue(self.env, name, capacity)
-        return q
+    def spawn(self, proc: Proc, name: str, **context: Any) -> simpy.Process:
+        ctx = self.child_context(context)
+        p = self.env.process(proc)
+        self._ctx[p] = ctx
+        self._names[p] = name
+        p.what = f"task {name}"
+        return p
 
     def event(self) -> Signal:
         ev = Signal(self.env)
@@ -198,13 +148,15 @@ class SimRuntime:
         return t
 
     def stage(self, name: str, part: Partition, device: int | None, **inputs: Any) -> simpy.Process:
-        st = self.resolved.stages.get(name)
-        if st is None:
+        if name not in self.resolved.stages:
             raise DesignError(f"unknown stage {name!r} (profile has {', '.join(self.resolved.stages)})")
+        st = self.resolved.stages[name]
         if st.on == "gpu" and device is None:
             raise DesignError(f"stage {name} runs on a GPU: pass the worker's device")
+        handle = inputs.get("buffers")
+        plan = self.resolved.plan(name, handed=handle.allocs if isinstance(handle, Buffers) else ())
         ctx = dict(self._ctx.get(self.env.active_process, {}))
-        p = self.env.process(self._run_stage(st, part, device, ctx, inputs))
+        p = self.env.process(run_stage(self, plan, part, device, ctx, handle))
         p.what = f"stage {name}"
         return p
 
@@ -228,24 +180,20 @@ class SimRuntime:
     def partition_estimate(self, part: Partition) -> int:
         return self.resolved.partition_estimate
 
-    def record(self, event: str, **fields: Any) -> None:
-        ctx = self._ctx.get(self.env.active_process, {})
-        self._emit(event, ctx, fields)
+    # ------------------------------------------------------------ for the interpreter
 
-    def _emit(self, event: str, ctx: dict[str, Any], fields: dict[str, Any]) -> None:
-        proof = fields.pop("proof", ctx.get("proof"))
-        partition = fields.pop("partition", ctx.get("partition"))
-        device = fields.pop("device", ctx.get("device"))
-        self.records.append(Record(self.env.now, event, proof, partition, device, ctx.get("worker"), fields))
+    def stage_noise(self, stage: str) -> float:
+        """This run of `stage`'s noise factor (lognormal, mean 1), drawn from the run's seed."""
+        mu, sigma = self._noise[stage]
+        return self.rng.lognormvariate(mu, sigma) if sigma > 0 else 1.0
 
-    # ------------------------------------------------------------ stages
-
-    def _uses(self, st: ResolvedStage, i: int, device: int | None) -> tuple:
-        key = (st.name, i, device)
+    def uses_of(self, stage: str, phase: ResolvedPhase, device: int | None) -> tuple:
+        """(resource, demand, bound) of a phase of `stage` run on `device`, for FluidShare."""
+        key = (stage, phase.name, device)
         cached = self._uses_cache.get(key)
         if cached is None:
             out = []
-            for res, use in st.phases[i].uses.items():
+            for res, use in phase.uses.items():
                 if res in ("gpu", "h2d"):
                     if device is None:
                         continue  # a CPU stage naming a device resource: nothing to share
@@ -254,117 +202,6 @@ class SimRuntime:
                     out.append((res, use.demand, use.bound))
             cached = self._uses_cache[key] = tuple(out)
         return cached
-
-    def _run_stage(
-        self,
-        st: ResolvedStage,
-        part: Partition,
-        device: int | None,
-        ctx: dict[str, Any],
-        inputs: dict[str, Any],
-    ) -> Proc:
-        name = st.name
-        where = {
-            "stage": name,
-            "worker": ctx.get("worker", ""),
-            "proof": part.proof.id,
-            "partition": part.index,
-        }
-        rec_ctx = dict(ctx, proof=part.proof.id, partition=part.index)
-        self._emit("stage_start", rec_ctx, {"stage": name, "on": st.on, "device": device})
-        start = self.env.now
-        mu, sigma = self._noise[name]
-        noise = self.rng.lognormvariate(mu, sigma) if sigma > 0 else 1.0
-        dev = self.vram[device] if device is not None else None
-        handle_in = inputs.get("buffers")
-        out: Buffers | None = None
-        own: dict[str, Allocation] = {}  # inputs this stage allocated itself
-        temps: list[Allocation] = []
-        host_added: list[str] = []
-        try:
-            if st.host_out:
-                # Host results join the partition's host buffers (freed by host_release or
-                # when the partition ends); the stage returns that handle.
-                if not isinstance(part.host, Buffers):
-                    part.host = Buffers(self.host)
-                out = part.host
-                for buf, size in st.host_out:
-                    out.add(buf, self.host.alloc(size, buf, **where))
-                    host_added.append(buf)
-            for buf, size in st.host_transient:
-                temps.append(self.host.alloc(size, buf, **where))
-            if st.vram_out:
-                out = Buffers(dev)
-                for buf, size in st.vram_out:
-                    out.add(buf, dev.alloc(size, buf, **where))
-            missing = [(b, s) for b, s in st.vram_in if handle_in is None or b not in handle_in]
-            if missing:
-                # Nothing was pre-staged: allocate the inputs here and do the producer's
-                # work (the upload) before our own.
-                for buf, size in missing:
-                    own[buf] = dev.alloc(size, buf, **where)
-                producer = self.resolved.producer_of(missing[0][0])
-                if producer is not None:
-                    pst = self.resolved.stages[producer]
-                    for i, ph in enumerate(pst.phases):
-                        yield self.fluid.submit(
-                            ph.seconds * noise,
-                            self._uses(pst, i, device),
-                            f"{name}: {producer} {ph.name}",
-                        )
-                    self._release_host(part, pst.host_release)
-            for i, ph in enumerate(st.phases):
-                phase_temps = [dev.alloc(size, buf, **where) for buf, size in ph.transient]
-                temps.extend(phase_temps)
-                if self.record_phases and len(st.phases) > 1:
-                    self._emit("phase_start", rec_ctx, {"stage": name, "phase": ph.name})
-                yield self.fluid.submit(ph.seconds * noise, self._uses(st, i, device), f"{name}.{ph.name}")
-                for a in phase_temps:
-                    a.release()
-                    temps.remove(a)
-                for buf in ph.release:
-                    if buf in own:
-                        own.pop(buf).release()
-                    elif handle_in is not None:
-                        handle_in.release(buf)
-                if self.record_phases and len(st.phases) > 1:
-                    self._emit("phase_end", rec_ctx, {"stage": name, "phase": ph.name})
-            self._release_host(part, st.host_release)
-        except OutOfMemory as e:
-            for a in list(own.values()) + temps:
-                if a.live:
-                    a.release()
-            if out is not None and out.ledger is not self.host:
-                out.free()
-            for buf in host_added:
-                part.host.release(buf)
-            self._emit("oom", rec_ctx, e.as_dict() | {"stage": name})
-            self._emit(
-                "stage_end",
-                rec_ctx,
-                {
-                    "stage": name,
-                    "on": st.on,
-                    "device": device,
-                    "seconds": self.env.now - start,
-                    "error": str(e),
-                },
-            )
-            raise
-        for a in list(own.values()) + temps:
-            a.release()
-        self._emit(
-            "stage_end",
-            rec_ctx,
-            {"stage": name, "on": st.on, "device": device, "seconds": self.env.now - start},
-        )
-        return out
-
-    @staticmethod
-    def _release_host(part: Partition, names: tuple[str, ...]) -> None:
-        if names and isinstance(part.host, Buffers):
-            for buf in names:
-                part.host.release(buf)
 
     # ------------------------------------------------------------ running
 
@@ -390,17 +227,8 @@ class SimRuntime:
                 if led.live:
                     tags = ", ".join(a.tag for a in led.allocations())
                     leaks.append(f"{led.pool}: {led.live} bytes still allocated at the end ({tags})")
-        return RunResult(
-            records=self.records,
-            proofs=proofs,
-            vram=self.vram,
-            host=self.host,
-            locks=dict(self.lock_stats),
-            end_time=self.env.now,
-            wall_seconds=time.perf_counter() - wall,
-            deadlock=deadlock,
-            leaks=leaks,
-            seed=self.seed,
+        return self.result(
+            proofs, self.vram, self.host, time.perf_counter() - wall, deadlock=deadlock, leaks=leaks
         )
 
     def _waiting(self) -> dict[str, str]:
@@ -410,15 +238,3 @@ class SimRuntime:
                 target = proc.target
                 out[name] = getattr(target, "what", None) or repr(target)
         return out
-
-
-class _RecordingLock(SimLock):
-    """A SimLock that records releases too."""
-
-    def __init__(self, rt: SimRuntime, name: str) -> None:
-        super().__init__(rt.env, name, rt._who, rt._lock_acquired)
-        self._rt = rt
-
-    def release(self) -> None:
-        self._rt.record("lock_released", lock=self.name)
-        super().release()

@@ -1,13 +1,16 @@
-"""A profile evaluated at one partition size: seconds and bytes instead of laws.
+"""A profile evaluated at one partition size, and each stage's plan of allocations.
 
 Where a profile is a recipe ("a + b*N bytes"), a resolved profile is the shopping list
-for one size n.  The model's stage interpreter, `vram_estimate` and the prover's memory
-plan all read a stage's footprint from here.
+for one size n.  A `StagePlan` is one stage's footprint as the ordered steps it takes
+(allocate, work, free), given which inputs it was handed: the model's stage interpreter
+books these steps in its ledgers, `vram_peak` walks them with a counter, and the prover's
+memory plan is checked against them.  One walk, one rule: a stage's allocations, its
+peak and its frees are decided here and nowhere else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 
@@ -50,6 +53,70 @@ class ResolvedStage:
         return sum(p.seconds for p in self.phases)
 
 
+#: Step operations of a StagePlan.
+ALLOC, FREE, WORK, HOST_RELEASE = "alloc", "free", "work", "host_release"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One thing a stage does, in order.  ALLOC books `nbytes` of `buffer` in the `pool`
+    ("vram" or "host"; `keep`: it outlives the stage, as the stage's output); FREE gives a
+    buffer back (the stage's own, a phase's transient, or an input it was handed);
+    HOST_RELEASE frees one of the partition's host buffers (synthesis output, by name);
+    WORK spends `phase`'s time (`stage` says whose phase: the producer's, when this stage
+    must do an input's upload itself)."""
+
+    op: str
+    pool: str = ""
+    buffer: str = ""
+    nbytes: int = 0
+    keep: bool = False
+    phase: ResolvedPhase | None = None
+    stage: str = ""
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A stage's steps, given the inputs it was handed.
+
+    The order: host outputs and host scratch; device outputs; the inputs nobody pre-staged,
+    allocated here, with their producer's work (the upload) and its host releases; then per
+    phase its transients, its work, its transients freed and the inputs it is done with
+    freed; the stage's host releases; last, what it allocated for itself given back.
+    """
+
+    stage: ResolvedStage
+    steps: tuple[Step, ...]
+
+    def walk_vram(self, live: dict[str, int]) -> int:
+        """Apply the plan's device steps to `live` (buffer -> bytes held, in and out) and
+        return the peak of its total during the stage."""
+        peak = sum(live.values())
+        for step in self.steps:
+            if step.pool != "vram":
+                continue
+            if step.op == ALLOC:
+                live[step.buffer] = step.nbytes
+                peak = max(peak, sum(live.values()))
+            elif step.op == FREE:
+                live.pop(step.buffer, None)
+        return peak
+
+    def peak(self, handed: Mapping[str, int] | None = None) -> int:
+        """Peak device bytes during the stage, counting the inputs it was handed."""
+        return self.walk_vram(dict(handed or {}))
+
+    def balanced(self) -> bool:
+        """Every allocation is freed by the plan itself, except the stage's outputs."""
+        held: set[tuple[str, str]] = set()
+        for step in self.steps:
+            if step.op == ALLOC and not step.keep:
+                held.add((step.pool, step.buffer))
+            elif step.op == FREE:
+                held.discard((step.pool, step.buffer))
+        return not held
+
+
 @dataclass(frozen=True)
 class Resolved:
     """A profile evaluated at one partition size n."""
@@ -66,24 +133,45 @@ class Resolved:
                 return st.name
         return None
 
+    def plan(self, name: str, handed: Collection[str] = ()) -> StagePlan:
+        """Stage `name`'s steps when the buffers in `handed` were passed to it (the
+        handle of an earlier stage); see StagePlan for the order."""
+        st = self.stages[name]
+        steps: list[Step] = []
+        steps += [Step(ALLOC, "host", b, size, keep=True) for b, size in st.host_out]
+        steps += [Step(ALLOC, "host", b, size) for b, size in st.host_transient]
+        steps += [Step(ALLOC, "vram", b, size, keep=True) for b, size in st.vram_out]
+        missing = [(b, size) for b, size in st.vram_in if b not in handed]
+        own = [b for b, _ in missing]
+        if missing:
+            # Nothing was pre-staged: the stage allocates its inputs and does the
+            # producer's work (the upload) before its own.
+            steps += [Step(ALLOC, "vram", b, size) for b, size in missing]
+            producer = self.producer_of(missing[0][0])
+            if producer is not None:
+                pst = self.stages[producer]
+                steps += [Step(WORK, phase=ph, stage=producer) for ph in pst.phases]
+                steps += [Step(HOST_RELEASE, "host", b) for b in pst.host_release]
+        for ph in st.phases:
+            steps += [Step(ALLOC, "vram", b, size) for b, size in ph.transient]
+            steps.append(Step(WORK, phase=ph, stage=name))
+            steps += [Step(FREE, "vram", b) for b, _ in ph.transient]
+            for b in ph.release:
+                if b in own:
+                    own.remove(b)
+                    steps.append(Step(FREE, "vram", b))
+                elif b in handed:
+                    steps.append(Step(FREE, "vram", b))
+        steps += [Step(HOST_RELEASE, "host", b) for b in st.host_release]
+        steps += [Step(FREE, "vram", b) for b in own]
+        steps += [Step(FREE, "host", b) for b, _ in st.host_transient]
+        return StagePlan(st, tuple(steps))
+
     def vram_peak(self, stages: tuple[str, ...]) -> int:
-        """Peak device bytes one partition holds running `stages` in order, when the
-        buffers a stage leaves behind stay until the end of the sequence (the design
-        frees its handle afterwards)."""
+        """Peak device bytes one partition holds running `stages` in order, each handed
+        what the earlier ones left behind (the design frees that handle afterwards)."""
         live: dict[str, int] = {}
         peak = 0
         for name in stages:
-            st = self.stages[name]
-            for buf, size in st.vram_in:
-                if buf not in live:
-                    live[buf] = size  # allocated by the stage itself (nothing pre-staged)
-            peak = max(peak, sum(live.values()))
-            for ph in st.phases:
-                cur = sum(live.values()) + sum(b for _, b in ph.transient)
-                peak = max(peak, cur)
-                for buf in ph.release:
-                    live.pop(buf, None)
-            for buf, size in st.vram_out:
-                live[buf] = size
-                peak = max(peak, sum(live.values()))
+            peak = max(peak, self.plan(name, handed=set(live)).walk_vram(live))
         return peak

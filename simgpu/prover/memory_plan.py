@@ -15,15 +15,14 @@ backend books those same sizes, so both backends follow one plan.
         "synthesis": {"host_out": ["host_abc", "host_aux"]},
         "prep":      {"host_out": ["host_prep"]},
         "prestage":  {"vram_out": ["d_a", "d_bc"], "host_release": ["host_abc"]},
-        "kernels":   {"vram_in": ["d_a", "d_bc"], "vram_out": ["d_a"], "host_release": [],
-                      "phases": [{"name": "ntt", "alloc": [], "transient": ["ntt_scratch"],
-                                  "release": ["d_bc"]},
-                                 {"name": "h_msm", "alloc": [], "transient": ["h_msm"],
-                                  "release": []},
+        "kernels":   {"vram_in": ["d_a", "d_bc"], "vram_out": ["d_a"],
+                      "phases": [{"name": "ntt", "transient": ["ntt_scratch"], "release": ["d_bc"]},
+                                 {"name": "h_msm", "transient": ["h_msm"], "release": []},
                                  ... l_msm, a_msm, b1_msm]},
         "b_g2_msm":  {"host_in": ["host_prep"]},
         "epilogue":  {"host_release": ["host_aux", "host_prep"]}},
-     "detail": {phase: {buffer: bytes at the phase's peak}}}
+     "detail": {phase: {buffer: bytes at the phase's peak}},
+     "prestaged": whether kernels is handed d_a and d_bc by a prestage}
 
 Resident device buffers: the NTT tables of the domain size (cached by the kernels after
 the first compute_h: the twiddles of the largest domain seen and this size's coset and
@@ -31,13 +30,13 @@ constant tables; the first call also holds `ntt_twiddle_build` while building th
 twiddles, listed as the ntt phase's `transient_first_call`), and with resident_bases the
 key's G1 bases (srs_h, srs_l, srs_a, srs_b1).
 
-Semantics: a stage starts holding its `vram_in` (plus the resident buffers); each phase
-allocates `alloc` (kept), peaks at everything live plus its `transient` (freed by the end
-of the phase), then frees `release`.  `vram_out` is what the stage leaves to its caller
-(kernels leaves d_a: the design frees the prestage handle).  Without prestage
-(`prestaged=False`) kernels has no `vram_in`, an "upload" phase allocates d_a and d_bc,
-the stage releases host_abc (after that upload), and the last phase releases d_a.
-`stage_peak(plan, stage)` walks these rules.
+The plan says *which* buffers; the rules of *when* they are allocated and freed are the
+profile's (simgpu.profile.resolve.StagePlan): the plan becomes a profile's footprint
+tables (`prover_profile_dict`), and `stage_peak` walks that profile's StagePlan, the same
+walk the model's ledgers follow.  So `vram_out` is what the stage leaves to its caller
+(kernels leaves d_a: the design frees the prestage handle), and kernels run without a
+prestage (`prestaged=False`) allocate d_a and d_bc themselves, upload them (releasing
+host_abc) and free them at the end.
 
 A `*_msm` buffer is the peak transient of that MSM phase.  Per batch of `C` rows the
 stage holds the streamed bases (C x 96 B, unless resident), then for the ones an int32
@@ -64,6 +63,8 @@ from simgpu.gpu.footprint import (
     ntt_table_bytes,
     ntt_transient_bytes,
 )
+from simgpu.profile.resolve import Resolved
+from simgpu.profile.schema import profile_from_dict
 from simgpu.prover.circuits import CircuitSpec, expected_a_density, layout_of
 
 if TYPE_CHECKING:
@@ -227,40 +228,20 @@ def prover_plan(
     buffers["host_srs_g2"] = shape.lengths["b1"] * G2_AFFINE_BYTES
     resident_host.append("host_srs_g2")
 
-    msm_phases = [
-        {"name": f"{q}_msm", "alloc": [], "transient": [f"{q}_msm"], "release": []} for q in MSM_PHASES
-    ]
+    msm_phases = [{"name": f"{q}_msm", "transient": [f"{q}_msm"], "release": []} for q in MSM_PHASES]
     ntt_phase = {
         "name": "ntt",
-        "alloc": [],
         "transient": ["ntt_scratch"],
         "transient_first_call": ["ntt_scratch", "ntt_twiddle_build"],
         "release": ["d_bc"],
     }
-    if prestaged:
-        kernels = {
-            "vram_in": ["d_a", "d_bc"],
-            "vram_out": ["d_a"],
-            "host_release": [],
-            "phases": [ntt_phase, *msm_phases],
-        }
-    else:
-        msm_phases[-1]["release"] = ["d_a"]
-        kernels = {
-            "vram_in": [],
-            "vram_out": [],
-            "host_release": ["host_abc"],
-            "phases": [
-                {"name": "upload", "alloc": ["d_a", "d_bc"], "transient": [], "release": []},
-                ntt_phase,
-                *msm_phases,
-            ],
-        }
     stages = {
         "synthesis": {"host_out": ["host_abc", "host_aux"]},
         "prep": {"host_out": ["host_prep"]},
         "prestage": {"vram_out": ["d_a", "d_bc"], "host_release": ["host_abc"]},
-        "kernels": kernels,
+        # kernels leaves d_a in the handle it was given (the design frees it with the
+        # prestage's handle); run without one, it allocates and uploads a, b, c itself.
+        "kernels": {"vram_in": ["d_a", "d_bc"], "vram_out": ["d_a"], "phases": [ntt_phase, *msm_phases]},
         "b_g2_msm": {"host_in": ["host_prep"]},
         "epilogue": {"host_release": ["host_aux", "host_prep"]},
     }
@@ -269,22 +250,42 @@ def prover_plan(
         "resident": {"vram": resident_vram, "host": resident_host},
         "stages": stages,
         "detail": detail,
+        "prestaged": prestaged,
     }
 
 
+def plan_resolved(plan: dict) -> Resolved:
+    """The plan as a profile resolved at its size: the footprint rules of
+    simgpu.profile.resolve (one StagePlan per stage) applied to the prover's buffers."""
+    doc = prover_profile_dict(
+        plan,
+        name="memory plan",
+        hardware=_PLAN_HARDWARE,
+        workload={"name": "plan", "partitions": 1, "constraints": 16},
+    )
+    return profile_from_dict(doc).resolve(16)
+
+
+#: Hardware for a profile that only answers memory questions (sizes are the plan's).
+_PLAN_HARDWARE = {
+    "gpu": "plan",
+    "vram": 1 << 60,
+    "cpu_cores": 1,
+    "host_ram": 1 << 60,
+    "membw_gbps": 1.0,
+    "h2d_gbps": 1.0,
+}
+
+
 def stage_peak(plan: dict, stage: str) -> int:
-    """Peak device bytes during `stage`, resident buffers included."""
-    b = plan["buffers"]
-    st = plan["stages"][stage]
-    live = sum(b[x] for x in plan["resident"]["vram"]) + sum(b[x] for x in st.get("vram_in", []))
-    peak = live
-    if stage == "prestage":
-        return live + sum(b[x] for x in st["vram_out"])
-    for ph in st.get("phases", []):
-        live += sum(b[x] for x in ph.get("alloc", []))
-        peak = max(peak, live + sum(b[x] for x in ph.get("transient", [])))
-        live -= sum(b[x] for x in ph.get("release", []))
-    return peak
+    """Peak device bytes during `stage`, resident buffers included: the stage's StagePlan
+    walked from what it is handed (kernels: the prestaged d_a and d_bc, unless the plan
+    is for the path without a prestage)."""
+    resolved = plan_resolved(plan)
+    st = resolved.stages[stage]
+    handed = {b: n for b, n in st.vram_in} if plan.get("prestaged", True) else {}
+    resident = sum(plan["buffers"][x] for x in plan["resident"]["vram"])
+    return resident + resolved.plan(stage, handed).peak(handed)
 
 
 def plan_for_backend(shape: ProverShape, backend: object, *, prestaged: bool = True) -> dict:

@@ -40,15 +40,21 @@ class ProofInvalid(SimgpuError):
 
 @dataclass(eq=False)
 class HostData:
-    """A partition's data in host RAM: the synthesis output, then the prepped scalars.
-    Freeing it drops the references (the memory goes back when nothing else holds it)."""
+    """A partition's data in host RAM, as its stages hand it on: the synthesis output,
+    then the prepped scalars, the kernels' G1 points and the G2 point for the epilogue.
+    It is the executor's own: designs see only the handle (`part.host`).  Freeing it
+    drops the references (the memory goes back when nothing else holds it)."""
 
     synth: Any = None
     prepared: Any = None
+    kernel_out: Any = None
+    b_g2: Any = None
 
     def free(self) -> None:
         self.synth = None
         self.prepared = None
+        self.kernel_out = None
+        self.b_g2 = None
 
 
 def host_rss() -> int:
@@ -237,22 +243,19 @@ class ProverExecutor:
             out = self._on_device(
                 device, lambda b: groth16.kernels(host.prepared, self.pk, b, inputs.get("buffers"))
             )
-            part.outputs["kernels"] = out
+            host.kernel_out = out
             return out
         if name == "b_g2_msm":
             g2 = self.g2.msm(host.prepared, self.settings.b_g2_threads)
-            part.outputs["b_g2_msm"] = g2
+            host.b_g2 = g2
             return g2
         if name == "epilogue":
             rng = np.random.default_rng(self.partition_seed(part))
-            proof = groth16.epilogue(
-                host.prepared, self.pk, part.outputs["kernels"], part.outputs["b_g2_msm"], rng
-            )
+            proof = groth16.epilogue(host.prepared, self.pk, host.kernel_out, host.b_g2, rng)
             ok = groth16.verify(self.vk, host.prepared.public_inputs, proof)
             self.verified[(part.proof.id, part.index)] = ok
             if not ok:
                 raise ProofInvalid(f"{part.label}: the proof does not verify")
-            part.outputs["proof"] = proof
             return proof
         raise UserError(f"the prover has no stage {name!r}")
 

@@ -1,20 +1,22 @@
-"""Locks, semaphores, queues, events and tasks on threads, for the RealRuntime.
+"""Locks, semaphores, queues, events and sleeps on threads, for the RealRuntime.
 
-Every blocking wait is a loop on a condition variable with a short timeout, so that a
-run being stopped (Ctrl-C, a detected deadlock) reaches every waiter: it raises
-`Cancelled` at the `yield` where the task was parked.  Each waitable says what it waits
-for, which the deadlock watchdog prints.
+The waiting rules are simgpu.sched.fifo's; here a waiter is a `Ticket` that the rule
+marks granted, and the waiting thread sleeps on the primitive's condition variable until
+it is.  Every blocking wait wakes at least every POLL seconds to look at the run's stop
+flag, so that a run being stopped (Ctrl-C, a detected deadlock) reaches every waiter: it
+raises `Cancelled` at the `yield` where the task was parked.  Each waitable says what it
+waits for, which the deadlock watchdog prints.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from simgpu.errors import DesignError, SimgpuError
+from simgpu.sched.fifo import FifoLock, FifoQueue, FifoSemaphore
 
 POLL = 0.1  # seconds between checks of the stop flag while blocked
 
@@ -48,165 +50,141 @@ class Waitable:
         raise NotImplementedError
 
 
-class Done(Waitable):
-    """Already satisfied: wait() returns `value` at once."""
+class Ticket:
+    """One waiter's place in a FIFO: granted (with a value, for a queue item) or not yet."""
 
-    blocking = False
+    __slots__ = ("granted", "value")
 
-    def __init__(self, value: Any = None) -> None:
-        self.value = value
-
-    def wait(self) -> Any:
-        return self.value
+    def __init__(self) -> None:
+        self.granted = False
+        self.value: Any = None
 
 
-class _Wait(Waitable):
-    """A wait for `ready()` under `cond`; `take()` runs under the lock once ready."""
+class _TicketWait(Waitable):
+    """Wait, under `cond`, until the ticket is granted; on a stop, give the place up."""
 
     def __init__(
-        self,
-        cond: threading.Condition,
-        stop: Stop,
-        what: str,
-        ready: Callable[[], bool],
-        take: Callable[[], Any],
+        self, cond: threading.Condition, stop: Stop, what: str, ticket: Ticket, cancel: Callable[[], None]
     ) -> None:
-        self.cond, self.stop, self.what, self.ready, self.take = cond, stop, what, ready, take
+        self.cond, self.stop, self.what, self.ticket, self._cancel = cond, stop, what, ticket, cancel
 
     def wait(self) -> Any:
         with self.cond:
-            while not self.ready():
-                self.stop.check()
+            while not self.ticket.granted:
+                if self.stop.reason is not None:
+                    self._cancel()
+                    self.stop.check()
                 self.cond.wait(POLL)
-            return self.take()
+            return self.ticket.value
 
 
-class RealLock:
-    """FIFO mutex: a ticket queue, so waiters get it in the order they asked."""
+class _Primitive:
+    """A FIFO rule and the condition its waiters sleep on."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+
+    def _grant(self, ticket: Ticket, value: Any) -> None:
+        # Called by the FIFO rule, with _cond held.
+        ticket.granted, ticket.value = True, value
+        self._cond.notify_all()
+
+
+class RealLock(_Primitive):
+    """FIFO mutex.  `on_acquired(name, context, waited)` accounts and records the wait of
+    the task that got it (in its own context, whichever thread grants it)."""
 
     def __init__(
         self,
         name: str,
         stop: Stop,
-        on_acquired: Callable[[str, float], None],
+        context: Callable[[], dict[str, Any]],
+        on_acquired: Callable[[str, dict, float], None],
         on_released: Callable[[str], None],
     ) -> None:
+        super().__init__()
         self.name = name
         self._stop = stop
-        self._cond = threading.Condition()
-        self._tickets: deque[object] = deque()
-        self._holder: object | None = None
-        self.holder_name: str | None = None
+        self._context = context
         self._on_acquired = on_acquired
         self._on_released = on_released
+        self._fifo = FifoLock(name, self._grant)
+
+    @property
+    def holder_name(self) -> str | None:
+        return self._fifo.holder
 
     def acquire(self) -> Waitable:
-        ticket = object()
-        asked = time.perf_counter()
-        who = threading.current_thread().name
+        ticket = Ticket()
+        ctx = self._context()
         with self._cond:
-            self._tickets.append(ticket)
-
-        def ready() -> bool:
-            return self._holder is None and self._tickets[0] is ticket
-
-        def take() -> None:
-            self._tickets.popleft()
-            self._holder = ticket
-            self.holder_name = who
-            self._on_acquired(self.name, time.perf_counter() - asked)
-
-        w = _Wait(self._cond, self._stop, f"lock {self.name}", ready, take)
-        w.what = f"lock {self.name} (held by {self.holder_name})" if self._holder else f"lock {self.name}"
-        return w
+            what = self._fifo.waiting_for()
+            if self._fifo.request(ticket, threading.current_thread().name, (ctx, time.perf_counter())):
+                self._on_acquired(self.name, ctx, 0.0)
+        return _TicketWait(self._cond, self._stop, what, ticket, lambda: self._fifo.cancel(ticket))
 
     def release(self) -> None:
         with self._cond:
-            if self._holder is None:
-                raise DesignError(f"lock {self.name} released while not held")
-            self._on_released(self.name)
-            self._holder = None
-            self.holder_name = None
-            self._cond.notify_all()
+            if self._fifo.holder is not None:
+                self._on_released(self.name)
+            served = self._fifo.release()
+            if served is not None:
+                _, (ctx, asked) = served
+                self._on_acquired(self.name, ctx, time.perf_counter() - asked)
 
 
-class RealSemaphore:
+class RealSemaphore(_Primitive):
     """Weighted counting semaphore, strictly FIFO like the model's."""
 
     def __init__(self, name: str, capacity: int, stop: Stop) -> None:
+        super().__init__()
         self.name = name
-        self.capacity = int(capacity)
-        self.available = int(capacity)
         self._stop = stop
-        self._cond = threading.Condition()
-        self._queue: deque[tuple[object, int]] = deque()
+        self._fifo = FifoSemaphore(name, capacity, self._grant)
+        self.capacity = self._fifo.capacity
+
+    @property
+    def available(self) -> int:
+        return self._fifo.available
 
     def acquire(self, amount: int = 1) -> Waitable:
-        amount = int(amount)
-        if amount > self.capacity:
-            raise DesignError(f"{self.name}: asked for {amount} of a capacity of {self.capacity}")
-        ticket = object()
+        ticket = Ticket()
         with self._cond:
-            self._queue.append((ticket, amount))
-
-        def ready() -> bool:
-            return self._queue[0][0] is ticket and self.available >= amount
-
-        def take() -> None:
-            self._queue.popleft()
-            self.available -= amount
-            self._cond.notify_all()
-
-        return _Wait(self._cond, self._stop, f"{self.name} ({amount} wanted)", ready, take)
+            what = self._fifo.waiting_for(int(amount))
+            self._fifo.request(ticket, amount)
+        return _TicketWait(self._cond, self._stop, what, ticket, lambda: self._fifo.cancel(ticket))
 
     def release(self, amount: int = 1) -> None:
         with self._cond:
-            self.available += int(amount)
-            if self.available > self.capacity:
-                raise DesignError(f"{self.name}: released more than was acquired")
-            self._cond.notify_all()
+            self._fifo.release(amount)
 
 
-class RealQueue:
+class RealQueue(_Primitive):
     """FIFO with an optional bound; put waits while full, get while empty."""
 
     def __init__(self, name: str, capacity: int, stop: Stop) -> None:
+        super().__init__()
         self.name = name
-        self.capacity = int(capacity)
         self._stop = stop
-        self._cond = threading.Condition()
-        self._items: deque[Any] = deque()
-        self._putters: deque[object] = deque()
+        self._fifo = FifoQueue(name, capacity, self._grant)
+        self.capacity = self._fifo.capacity
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._fifo)
 
     def put(self, item: Any) -> Waitable:
-        ticket = object()
+        ticket = Ticket()
         with self._cond:
-            self._putters.append(ticket)
-
-        def ready() -> bool:
-            room = self.capacity == 0 or len(self._items) < self.capacity
-            return room and self._putters[0] is ticket
-
-        def take() -> None:
-            self._putters.popleft()
-            self._items.append(item)
-            self._cond.notify_all()
-
-        return _Wait(self._cond, self._stop, f"room in queue {self.name}", ready, take)
+            self._fifo.put(ticket, item)
+        what = self._fifo.waiting_for_room()
+        return _TicketWait(self._cond, self._stop, what, ticket, lambda: self._fifo.cancel(ticket))
 
     def get(self) -> Waitable:
-        def ready() -> bool:
-            return bool(self._items)
-
-        def take() -> Any:
-            item = self._items.popleft()
-            self._cond.notify_all()
-            return item
-
-        return _Wait(self._cond, self._stop, f"an item from queue {self.name}", ready, take)
+        ticket = Ticket()
+        with self._cond:
+            self._fifo.get(ticket)
+        what = self._fifo.waiting_for_item()
+        return _TicketWait(self._cond, self._stop, what, ticket, lambda: self._fifo.cancel(ticket))
 
 
 class RealEvent(Waitable):

@@ -17,14 +17,13 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.errors import Deadlock, DesignError, OutOfMemory, SimgpuError
-from simgpu.events import LockStats, Record, RunResult
+from simgpu.events import RunResult
 from simgpu.real.primitives import (
     Cancelled,
     RealEvent,
@@ -35,6 +34,7 @@ from simgpu.real.primitives import (
     Stop,
     Waitable,
 )
+from simgpu.sched.base import RuntimeBase
 from simgpu.sched.daemon import Daemon
 from simgpu.sched.runtime import Proc
 from simgpu.sched.work import Partition
@@ -166,26 +166,17 @@ class _StageCall(Waitable):
         return self.rt._run_stage(self.name, self.part, self.device, self.inputs)
 
 
-class RealRuntime:
+class RealRuntime(RuntimeBase):
     """The runtime protocol on threads and a real prover.  Build one per run."""
 
     def __init__(
         self, executor: StageExecutor, config: PipelineConfig, workload: Workload, seed: int = 0
     ) -> None:
+        super().__init__(config, workload, seed, guard=threading.Lock())
         self.executor = executor
-        self.config = config
-        self.workload = workload
-        self.seed = seed
         self.stop = Stop()
         self._local = threading.local()
         self._t0 = time.perf_counter()
-        self.records: list[Record] = []
-        self._records_lock = threading.Lock()
-        self._locks: dict[tuple[str, int], RealLock] = {}
-        self._sems: dict[tuple[str, int | None], RealSemaphore] = {}
-        self._queues: dict[str, RealQueue] = {}
-        self._make = threading.Lock()
-        self.lock_stats: dict[str, LockStats] = defaultdict(LockStats)
         self.tasks: list[RealTask] = []
         self._crash: tuple[RealTask, BaseException] | None = None
         self.vram = [
@@ -195,58 +186,33 @@ class RealRuntime:
         self.host = Gauge("host", executor.host_capacity(), executor.host_rss())
         self._sample()
 
-    # ------------------------------------------------------------ protocol
+    # ------------------------------------------------------------ RuntimeBase
 
     def now(self) -> float:
         return time.perf_counter() - self._t0
 
-    def _ctx(self) -> dict[str, Any]:
+    def current_context(self) -> dict[str, Any]:
         ctx = getattr(self._local, "ctx", None)
         if ctx is None:
             ctx = self._local.ctx = {}
         return ctx
 
+    def _new_lock(self, label: str) -> RealLock:
+        return RealLock(label, self.stop, self.current_context, self.lock_acquired, self.lock_released)
+
+    def _new_semaphore(self, label: str, capacity: int) -> RealSemaphore:
+        return RealSemaphore(label, capacity, self.stop)
+
+    def _new_queue(self, name: str, capacity: int) -> RealQueue:
+        return RealQueue(name, capacity, self.stop)
+
+    # ------------------------------------------------------------ protocol
+
     def spawn(self, proc: Proc, name: str, **context: Any) -> RealTask:
-        parent = self._ctx()
-        ctx = {k: v for k, v in parent.items() if k in ("device", "worker")}
-        ctx.update(context)
-        task = RealTask(self, proc, name, ctx)
+        task = RealTask(self, proc, name, self.child_context(context))
         self.tasks.append(task)
         task.thread.start()
         return task
-
-    def set_context(self, **context: Any) -> None:
-        self._ctx().update(context)
-
-    def lock(self, name: str, device: int) -> RealLock:
-        with self._make:
-            key = (name, device)
-            if key not in self._locks:
-                self._locks[key] = RealLock(
-                    f"gpu{device}/{name}", self.stop, self._lock_acquired, self._lock_released
-                )
-            return self._locks[key]
-
-    def _lock_acquired(self, name: str, waited: float) -> None:
-        self.lock_stats[name].add(waited)
-        self.record("lock_acquired", lock=name, waited=waited)
-
-    def _lock_released(self, name: str) -> None:
-        self.record("lock_released", lock=name)
-
-    def semaphore(self, name: str, capacity: int, device: int | None = None) -> RealSemaphore:
-        with self._make:
-            key = (name, device)
-            if key not in self._sems:
-                label = name if device is None else f"gpu{device}/{name}"
-                self._sems[key] = RealSemaphore(label, capacity, self.stop)
-            return self._sems[key]
-
-    def queue(self, name: str, capacity: int = 0) -> RealQueue:
-        with self._make:
-            if name not in self._queues:
-                self._queues[name] = RealQueue(name, capacity, self.stop)
-            return self._queues[name]
 
     def event(self) -> RealEvent:
         return RealEvent(self.stop)
@@ -279,17 +245,6 @@ class RealRuntime:
     def partition_estimate(self, part: Partition) -> int:
         return self.executor.partition_estimate(part)
 
-    def record(self, event: str, **fields: Any) -> None:
-        self._emit(event, self._ctx(), fields)
-
-    def _emit(self, event: str, ctx: dict[str, Any], fields: dict[str, Any]) -> None:
-        proof = fields.pop("proof", ctx.get("proof"))
-        partition = fields.pop("partition", ctx.get("partition"))
-        device = fields.pop("device", ctx.get("device"))
-        rec = Record(self.now(), event, proof, partition, device, ctx.get("worker"), fields)
-        with self._records_lock:
-            self.records.append(rec)
-
     # ------------------------------------------------------------ stages
 
     def _sample(self) -> None:
@@ -301,7 +256,7 @@ class RealRuntime:
 
     def _run_stage(self, name: str, part: Partition, device: int | None, inputs: dict[str, Any]) -> Any:
         self.stop.check()
-        ctx = dict(self._ctx(), proof=part.proof.id, partition=part.index)
+        ctx = dict(self.current_context(), proof=part.proof.id, partition=part.index)
         on = self.executor.stage_on(name)
         self._emit("stage_start", ctx, {"stage": name, "on": on, "device": device})
         start = self.now()
@@ -394,17 +349,13 @@ class RealRuntime:
             for g in self.vram
             if g.live > 0 and deadlock is None and interrupted is None
         ]
-        return RunResult(
-            records=list(self.records),
-            proofs=proofs or [],
-            vram=self.vram,
-            host=self.host,
-            locks=dict(self.lock_stats),
-            end_time=self.now(),
-            wall_seconds=time.perf_counter() - wall,
+        return self.result(
+            proofs or [],
+            self.vram,
+            self.host,
+            time.perf_counter() - wall,
             deadlock=deadlock,
             leaks=leaks,
-            seed=self.seed,
             interrupted=interrupted,
         )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -27,10 +27,9 @@ class Proof:
 class Partition:
     """One Groth16 circuit of a proof, from synthesis to its 192-byte proof.
 
-    `outputs` holds what each stage returned (the real runtime's later stages read their
-    inputs there); `host` is the synthesis output held in host RAM until freed; `done`
-    is the event the partition's owner waits on: it succeeds with the partition proof
-    or fails with the reason.
+    `host` is the handle on its data in host RAM (synthesis output onward) until freed;
+    `done` is the event the partition's owner waits on: it succeeds with the partition
+    proof or fails with the reason.
     """
 
     proof: Proof
@@ -38,7 +37,6 @@ class Partition:
     constraints: int
     done: Any = None
     host: Any = None
-    outputs: dict[str, Any] = field(default_factory=dict)
     attempts: int = 0
 
     @property

@@ -1,0 +1,137 @@
+"""The stage interpreter: a stage's plan carried out in simulated time.
+
+Like a stage manager reading cues off a script, it walks the stage's `StagePlan`
+(simgpu.profile.resolve) step by step: each ALLOC books bytes in the VRAM or host ledger
+(raising VramExhausted / HostRamExhausted at the step that does not fit), each WORK
+spends a phase's time through the fluid share of contended resources, each FREE gives
+bytes back.  Whatever the stage booked is given back if it fails half way, so an OOM in
+one stage never strands bytes in a ledger.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from simgpu.errors import OutOfMemory
+from simgpu.ledger import Allocation, Ledger
+from simgpu.profile.resolve import ALLOC, FREE, HOST_RELEASE, WORK, StagePlan
+from simgpu.sched.runtime import Proc
+from simgpu.sched.work import Partition
+
+if TYPE_CHECKING:
+    from simgpu.model.sim import SimRuntime
+
+
+class Buffers:
+    """A handle on named allocations in one ledger (a stage's output, or a partition's
+    host buffers)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.allocs: dict[str, Allocation] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.allocs
+
+    def add(self, name: str, alloc: Allocation) -> None:
+        self.allocs[name] = alloc
+
+    def release(self, name: str) -> None:
+        a = self.allocs.pop(name, None)
+        if a is not None:
+            a.release()
+
+    def free(self) -> None:
+        for name in list(self.allocs):
+            self.release(name)
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.allocs.values())
+
+    def __repr__(self) -> str:
+        return f"Buffers({self.ledger.pool}: {', '.join(self.allocs)})"
+
+
+def run_stage(
+    rt: SimRuntime,
+    plan: StagePlan,
+    part: Partition,
+    device: int | None,
+    ctx: dict[str, Any],
+    handle_in: Buffers | None,
+) -> Proc:
+    """Carry out `plan` for `part` on `device`; returns the stage's output handle (device
+    outputs, or the partition's host buffers for a stage with host outputs)."""
+    st = plan.stage
+    name = st.name
+    where = {"stage": name, "worker": ctx.get("worker", ""), "proof": part.proof.id, "partition": part.index}
+    rec_ctx = dict(ctx, proof=part.proof.id, partition=part.index)
+    rt._emit("stage_start", rec_ctx, {"stage": name, "on": st.on, "device": device})
+    start = rt.now()
+    noise = rt.stage_noise(name)
+    dev = rt.vram[device] if device is not None else None
+    out: Buffers | None = None
+    held: dict[tuple[str, str], Allocation] = {}  # what this stage booked for itself, until freed
+    host_added: list[str] = []
+    phased = rt.record_phases and len(st.phases) > 1
+    try:
+        for step in plan.steps:
+            if step.op == ALLOC:
+                if step.pool == "host":
+                    a = rt.host.alloc(step.nbytes, step.buffer, **where)
+                    if step.keep:
+                        # Host results join the partition's host buffers (freed by a later
+                        # stage's host release, or when the partition ends).
+                        if not isinstance(part.host, Buffers):
+                            part.host = Buffers(rt.host)
+                        part.host.add(step.buffer, a)
+                        host_added.append(step.buffer)
+                        out = part.host
+                    else:
+                        held[("host", step.buffer)] = a
+                else:
+                    assert dev is not None, f"stage {name} allocates device memory with no device"
+                    a = dev.alloc(step.nbytes, step.buffer, **where)
+                    if step.keep:
+                        if out is None or out.ledger is not dev:
+                            out = Buffers(dev)
+                        out.add(step.buffer, a)
+                    else:
+                        held[("vram", step.buffer)] = a
+            elif step.op == FREE:
+                a = held.pop((step.pool, step.buffer), None)
+                if a is not None:
+                    a.release()
+                elif handle_in is not None:
+                    handle_in.release(step.buffer)
+            elif step.op == HOST_RELEASE:
+                if isinstance(part.host, Buffers):
+                    part.host.release(step.buffer)
+            elif step.op == WORK:
+                ph = step.phase
+                assert ph is not None
+                own = step.stage == name
+                if phased and own:
+                    rt._emit("phase_start", rec_ctx, {"stage": name, "phase": ph.name})
+                what = f"{name}.{ph.name}" if own else f"{name}: {step.stage} {ph.name}"
+                yield rt.fluid.submit(ph.seconds * noise, rt.uses_of(step.stage, ph, device), what)
+                if phased and own:
+                    rt._emit("phase_end", rec_ctx, {"stage": name, "phase": ph.name})
+    except OutOfMemory as e:
+        for a in held.values():
+            a.release()
+        if out is not None and out.ledger is not rt.host:
+            out.free()
+        if isinstance(part.host, Buffers):
+            for buf in host_added:
+                part.host.release(buf)
+        rt._emit("oom", rec_ctx, e.as_dict() | {"stage": name})
+        rt._emit(
+            "stage_end",
+            rec_ctx,
+            {"stage": name, "on": st.on, "device": device, "seconds": rt.now() - start, "error": str(e)},
+        )
+        raise
+    end = {"stage": name, "on": st.on, "device": device, "seconds": rt.now() - start}
+    rt._emit("stage_end", rec_ctx, end)
+    return out
