@@ -41,30 +41,14 @@ from simgpu.profile.laws import fit_law
 from simgpu.profile.tomlwrite import Inline, dumps
 
 
-def _hardware_facts(
-    settings: Any, runs: list[SizeRun], membw: float | None, h2d: float | None
-) -> dict[str, Any]:
-    from simgpu.real.executor import host_ram
-
-    gpu, vram, driver = "CPU backend (emulated device)", settings.vram_limit or (1 << 40), ""
-    if settings.backend == "cupy":
-        from simgpu.gpu.cuda import get_cupy
-
-        cp = get_cupy()
-        props = cp.cuda.runtime.getDeviceProperties(0)
-        gpu = props["name"].decode()
-        vram = settings.vram_limit or int(cp.cuda.runtime.memGetInfo()[1])
-        driver = str(cp.cuda.runtime.driverGetVersion())
-    return {
-        "gpu": gpu,
-        "vram": int(vram),
-        "cpu_cores": os.cpu_count() or 1,
-        "host_ram": host_ram(),
-        "host_resident": 0,
-        "membw_gbps": round(membw, 2) if membw else 50.0,
-        "h2d_gbps": round(h2d, 2) if h2d else 25.0,
-        "driver": driver,
-    }
+def _hardware_facts(runs: list[SizeRun], membw: float | None, h2d: float | None) -> dict[str, Any]:
+    """The executor's account of the machine, with the bandwidths calibrate measured
+    (defaults where it could not: no contention runs, no GPU)."""
+    hw = dict(runs[0].hardware)
+    hw.pop("vram_resident", None)  # fitted over the ladder below
+    hw["membw_gbps"] = round(membw, 2) if membw else 50.0
+    hw["h2d_gbps"] = round(h2d, 2) if h2d else 25.0
+    return hw
 
 
 def build_profile(
@@ -124,7 +108,7 @@ def build_profile(
             buffers[buf] = f.law_table()
     resident = fit_law(ns, [float(max(1, r.buffers["_baseline_vram"])) for r in runs], SIZE_LAWS)
     errors["vram_resident"] = resident.max_rel_error
-    hw = _hardware_facts(settings, runs, contention.membw_gbps if contention else None, h2d)
+    hw = _hardware_facts(runs, contention.membw_gbps if contention else None, h2d)
     hw["vram_resident"] = resident.law_table()
     uses: dict[str, dict[str, Inline]] = {"kernels": {"gpu": Inline(demand=1.0, bound=1.0)}}
     uses["prestage"] = {"h2d": Inline(demand=float(hw["h2d_gbps"]), bound=1.0)}

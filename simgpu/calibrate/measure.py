@@ -60,6 +60,7 @@ class SizeRun:
     buffers: dict[str, int] = field(default_factory=dict)  # the plan's buffer sizes
     plan_peak: dict[str, int] = field(default_factory=dict)
     setup_seconds: float | None = None
+    hardware: dict[str, Any] = field(default_factory=dict)  # the executor's [hardware] facts
 
     def add(self, key: str, seconds: float) -> None:
         self.seconds.setdefault(key, []).append(seconds)
@@ -73,21 +74,6 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[Any, float]
     return out, time.perf_counter() - t
 
 
-def time_synthesis_trip(pool: Any, spec: Any, seed: int) -> tuple[Any, float, float, float]:
-    """One synthesis in a worker of `pool`, as the prover runs it: (result, wall seconds
-    from submit to result, seconds computing, seconds the worker spends pickling the
-    result).  The wall time less the computing is the result's trip back: pickled in the
-    worker, piped, and unpickled by the one thread of the driver that receives every
-    worker's results.  The timing pickles the result once more in the worker; that extra
-    copy is taken off the wall time."""
-    from simgpu.prover.synthesis import synthesize_timed
-
-    t = time.perf_counter()  # before the submit: the worker's compute lies within
-    synth, compute, pickling = pool.submit(synthesize_timed, spec, seed).result()
-    wall = time.perf_counter() - t - pickling
-    return synth, wall, compute, pickling
-
-
 def serialized_share(transfer: float, pickling: float) -> float:
     """The part of a result's trip that the driver's one result thread serializes: all of
     it but the worker's pickling (which every worker does for itself, at once)."""
@@ -97,62 +83,60 @@ def serialized_share(transfer: float, pickling: float) -> float:
 
 
 def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]) -> SizeRun:
-    """Time every stage at size n (see the module docstring)."""
-    from simgpu.prover import groth16
+    """Time every stage at size n through the prover executor's own stage hook
+    (`ProverExecutor.run_stage`, as a real run calls it), one fresh partition per repeat,
+    one stage at a time, the device synchronised at each boundary."""
     from simgpu.prover.circuits import CircuitSpec
     from simgpu.prover.memory_plan import ProverShape, prover_plan, stage_peak
-    from simgpu.real.executor import ProverExecutor
+    from simgpu.real.executor import ProverExecutor, StageProbe
+    from simgpu.sched.work import Partition, Proof
 
     spec = CircuitSpec(constraints=n)
     ex = ProverExecutor(spec, settings)
-    run = SizeRun(n, setup_seconds=ex.setup_seconds)
-    backend = ex.backends[0]
-    sync = backend.synchronize
+    run = SizeRun(n, setup_seconds=ex.setup_seconds, hardware=ex.hardware())
+    device = ex.backends[0]
+    probe = ex.probe = StageProbe()
+
+    def timed(stage: str, part: Partition, dev: int | None, **inputs: Any) -> tuple[Any, float]:
+        device.synchronize()
+        t = time.perf_counter()
+        out = ex.run_stage(stage, part, dev, inputs)
+        return out, time.perf_counter() - t
+
     try:
-        ex.pool().submit(groth16.synthesize, spec, 999).result()  # start the worker process
         for rep in range(repeats):
-            seed = 1000 + rep
-            synth, wall, compute, pickling = time_synthesis_trip(ex.pool(), spec, seed)
+            part = Partition(Proof(1000 + rep, 1, n), 0, n)
+            part.host, wall = timed("synthesis", part, None)
+            # The timing pickled the result once more in the worker: not part of the trip.
+            compute, pickling = probe.seconds["compute"], probe.seconds["pickle"]
+            wall -= pickling
             run.add("synthesis", wall)
             run.add("synthesis.compute", compute)
             run.add("synthesis.transfer", max(0.0, wall - compute))
             run.add("synthesis.pickle", min(pickling, max(0.0, wall - compute)))
-            prepared, dt = _timed(lambda s=synth: groth16.prep(s, ex.pk), lambda: None)
+            _, dt = timed("prep", part, None)
             run.add("prep", dt)
             plan = prover_plan(
-                ProverShape.from_prepared(prepared),
-                stream_batch=backend.stream_batch,
-                resident_bases=backend.resident_bases,
+                ProverShape.from_prepared(part.host.prepared),
+                stream_batch=device.stream_batch,
+                resident_bases=device.resident_bases,
             )
-            with backend.peak_scope() as meter:
-                buffers, dt = _timed(lambda p=prepared: groth16.prestage(p, backend), sync)
+            buffers, dt = timed("prestage", part, 0)
             run.add("prestage", dt)
-            run.vram_peak["prestage"] = max(run.vram_peak.get("prestage", 0), meter.peak)
-            phases: dict[str, float] = {}
-            with backend.peak_scope() as meter:
-                out, dt = _timed(
-                    lambda p=prepared, b=buffers, t=phases: groth16.kernels(p, ex.pk, backend, b, timings=t),
-                    sync,
-                )
+            run.vram_peak["prestage"] = max(run.vram_peak.get("prestage", 0), probe.vram_peak)
+            _, dt = timed("kernels", part, 0, buffers=buffers)
             buffers.free()
             run.add("kernels", dt)
-            run.vram_peak["kernels"] = max(run.vram_peak.get("kernels", 0), meter.peak)
+            run.vram_peak["kernels"] = max(run.vram_peak.get("kernels", 0), probe.vram_peak)
             for ph in PHASES:
-                run.add(f"kernels.{ph}", phases[ph])
-            g2, dt = _timed(lambda p=prepared: ex.g2.msm(p, settings.b_g2_threads), lambda: None)
+                run.add(f"kernels.{ph}", probe.seconds[ph])
+            _, dt = timed("b_g2_msm", part, None)
             run.add("b_g2_msm", dt)
-            rng = np.random.default_rng(seed)
-
-            def finish(p=prepared, o=out, g=g2, r=rng):
-                proof = groth16.epilogue(p, ex.pk, o, g, r)
-                if not groth16.verify(ex.vk, p.public_inputs, proof):
-                    raise RuntimeError(f"calibration proof at n={n} does not verify")
-                return proof
-
-            for _ in range(EPILOGUE_SAMPLES):
+            for _ in range(EPILOGUE_SAMPLES):  # the executor's epilogue verifies every proof
                 run.add("epilogue.ref", reference_seconds())
-                _, dt = _timed(finish, lambda: None)
+                _, dt = timed("epilogue", part, None)
                 run.add("epilogue", dt)
+            part.host.free()
             log(f"  n={n:,} repeat {rep + 1}/{repeats}: kernels {run.seconds['kernels'][-1] * 1e3:.1f} ms")
         run.buffers = {k: int(v) for k, v in plan["buffers"].items()}
         run.plan_peak = {s: stage_peak(plan, s) for s in ("prestage", "kernels")}
@@ -229,10 +213,9 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
     prep / b_g2_msm alone and beside a full load of syntheses."""
     import multiprocessing
 
-    from simgpu.prover import groth16
     from simgpu.prover.circuits import CircuitSpec
-    from simgpu.prover.synthesis import synthesize
-    from simgpu.real.executor import ProverExecutor
+    from simgpu.real.executor import HostData, ProverExecutor
+    from simgpu.sched.work import Partition, Proof
 
     cores = os.cpu_count() or 1
     membw = measure_membw(cores)
@@ -247,13 +230,18 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
         spec = CircuitSpec(constraints=n)
         ex = ProverExecutor(spec, settings)
         try:
-            synth = synthesize(spec, 7)
-            prepared = groth16.prep(synth, ex.pk)
+            # Through the executor's stage hook, as a run calls it: prep from a fresh copy of
+            # one synthesis each time, b_g2_msm on its result.
+            part = Partition(Proof(7, 1, n), 0, n)
+            synth = ex.run_stage("synthesis", part, None, {}).synth
+
+            def prep() -> None:
+                part.host = HostData(synth=synth)
+                ex.run_stage("prep", part, None, {})
+
+            prep()
             loaded: dict[str, tuple[float, float]] = {}
-            fns = {
-                "prep": lambda: groth16.prep(synth, ex.pk),
-                "b_g2_msm": lambda: ex.g2.msm(prepared, settings.b_g2_threads),
-            }
+            fns = {"prep": prep, "b_g2_msm": lambda: ex.run_stage("b_g2_msm", part, None, {})}
             for name, fn in fns.items():
                 _, alone = _timed(fn, lambda: None)
                 load = [pool.submit(_synth_task, n, 100 + i) for i in range(max(ks))]

@@ -27,7 +27,7 @@ from simgpu.prover.circuits import CircuitSpec
 from simgpu.prover.g2pool import G2Pool
 from simgpu.prover.memory_plan import ProverShape, prover_plan, prover_profile_dict
 from simgpu.prover.setup import cached_keys, key_path
-from simgpu.prover.synthesis import synthesize
+from simgpu.prover.synthesis import synthesize, synthesize_timed
 from simgpu.sched.work import Partition
 
 GPU_STAGES = ("prestage", "kernels")
@@ -55,6 +55,21 @@ class HostData:
         self.prepared = None
         self.kernel_out = None
         self.b_g2 = None
+
+
+@dataclass
+class StageProbe:
+    """What the executor reports about each stage it runs, for a measurer (calibrate):
+    the parts of a stage it can time apart (`seconds`: a synthesis's compute and the
+    worker's pickling of its result; the kernels' phases) and the device pool's peak
+    during a device stage.  Set `ProverExecutor.probe` to one; it is refilled per stage."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    vram_peak: int = 0
+
+    def clear(self) -> None:
+        self.seconds = {}
+        self.vram_peak = 0
 
 
 def host_rss() -> int:
@@ -115,6 +130,8 @@ class ProverExecutor:
         self._peaks = [0] * settings.devices
         self._peak_lock = threading.Lock()
         self.verified: dict[tuple[int, int], bool] = {}
+        #: calibrate's hook: when set, each stage reports what it can time apart
+        self.probe: StageProbe | None = None
         try:
             self._warm_up()
         except BaseException:
@@ -182,7 +199,15 @@ class ProverExecutor:
             f.result()
 
     def hardware(self) -> dict[str, Any]:
+        """The machine as a profile's [hardware] table sees it: what the executor knows
+        (device, its capacity or cap, cores, RAM, the CUDA driver).  Bandwidths are not
+        known here (1.0 GB/s placeholders); calibrate measures and replaces them."""
         b = self.backends[0]
+        driver = ""
+        if self.settings.backend == "cupy":
+            from simgpu.gpu.cuda import get_cupy
+
+            driver = str(get_cupy().cuda.runtime.driverGetVersion())
         return {
             "gpu": self.device_name(),
             "vram": int(b.capacity()),
@@ -192,6 +217,7 @@ class ProverExecutor:
             "host_resident": 0,
             "membw_gbps": 1.0,
             "h2d_gbps": 1.0,
+            "driver": driver,
         }
 
     def device_name(self) -> str:
@@ -229,9 +255,16 @@ class ProverExecutor:
         return 1 + (self.settings.seed * 1_000_003 + part.proof.id) * 1009 + part.index
 
     def run_stage(self, name: str, part: Partition, device: int | None, inputs: dict[str, Any]) -> Any:
+        probe = self.probe
+        if probe is not None:
+            probe.clear()
         if name == "synthesis":
-            future = self.pool().submit(synthesize, self.spec, self.partition_seed(part))
-            return HostData(synth=future.result())
+            seed = self.partition_seed(part)
+            if probe is None:
+                return HostData(synth=self.pool().submit(synthesize, self.spec, seed).result())
+            synth, compute, pickling = self.pool().submit(synthesize_timed, self.spec, seed).result()
+            probe.seconds.update(compute=compute, pickle=pickling)
+            return HostData(synth=synth)
         host: HostData = part.host
         if name == "prep":
             host.prepared = groth16.prep(host.synth, self.pk)
@@ -240,8 +273,10 @@ class ProverExecutor:
         if name == "prestage":
             return self._on_device(device, lambda b: groth16.prestage(host.prepared, b))
         if name == "kernels":
+            timings = probe.seconds if probe is not None else None
             out = self._on_device(
-                device, lambda b: groth16.kernels(host.prepared, self.pk, b, inputs.get("buffers"))
+                device,
+                lambda b: groth16.kernels(host.prepared, self.pk, b, inputs.get("buffers"), timings=timings),
             )
             host.kernel_out = out
             return out
@@ -266,6 +301,8 @@ class ProverExecutor:
             backend.synchronize()
         with self._peak_lock:
             self._peaks[device or 0] = max(self._peaks[device or 0], meter.peak)
+        if self.probe is not None:
+            self.probe.vram_peak = meter.peak
         return out
 
     def free(self, handle: Any) -> None:
