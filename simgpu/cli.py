@@ -1,4 +1,12 @@
-"""The `simgpu` command: predict, designs, profiles (and run/calibrate/validate)."""
+"""The `simgpu` command line: each command parses its flags, calls one function, prints.
+
+Every command that runs a pipeline (predict, run, validate) builds its configuration the
+same way, `pipeline_config`: PipelineConfig's defaults (cuzk's), then the command's own
+defaults (COMMAND_DEFAULTS: a real run proves small circuits), then the --config file,
+then the flags; a later source wins.  Exit codes: 0 done (a predicted OOM is an
+answer), 1 a run that failed for another reason, 2 bad input, 3 the design never
+finishes (deadlock or livelock), 130 interrupted.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +14,32 @@ import functools
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from simgpu.config import PipelineConfig, Workload, load_config
+from simgpu.config import PipelineConfig, Workload, read_config_table
 from simgpu.errors import DesignError, SimgpuError, UserError
-from simgpu.prover import B_G2_THREADS
 from simgpu.units import parse_count, parse_size, size_ladder
 
 # typer re-exports click's exceptions (recent releases vendor click); find their base
 # class through the MRO so this works with either.
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
+#: Exit codes (README: "Exit codes").
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STUCK, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+#: Per command, the defaults that differ from PipelineConfig's (cuzk's daemon defaults).
+COMMAND_DEFAULTS: dict[str, dict[str, Any]] = {
+    "predict": {},
+    # a real run proves small circuits on this machine unless told otherwise
+    "run": {"proofs": 2, "concurrency": 2, "partition_workers": 2, "partitions": 2, "constraints": 1 << 12},
+    # a real run beside a prediction on the profile's own workload
+    "validate": {"proofs": 3, "concurrency": 2, "partition_workers": 4},
+}
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -45,11 +63,11 @@ def reports_errors(fn):
         try:
             return fn(*args, **kwargs)
         except UserError as e:
-            raise _fail(f"error: {e}", 2) from None
+            raise _fail(f"error: {e}", EXIT_BAD_INPUT) from None
         except DesignError as e:
-            raise _fail(f"design error: {e}", 2) from None
+            raise _fail(f"design error: {e}", EXIT_BAD_INPUT) from None
         except SimgpuError as e:
-            raise _fail(f"error: {e}", 1) from None
+            raise _fail(f"error: {e}", EXIT_FAILED) from None
 
     return wrapper
 
@@ -66,24 +84,38 @@ ProfileOpt = Annotated[
         "--profile", "-p", help="a shipped profile (`simgpu profiles`), ./calibration/NAME.toml, or a path"
     ),
 ]
-VramOpt = Annotated[
-    str | None,
-    typer.Option("--vram", help="VRAM per device, e.g. 16G, 24GiB (default: the profile's)"),
-]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="cuzk-style TOML; flags override it")]
-
-
-def _opt_size(value: str | None, what: str) -> int | None:
-    return None if value is None else parse_size(value, what)
-
-
-def _overrides(**kw: Any) -> dict[str, Any]:
-    return {k: v for k, v in kw.items() if v is not None}
+VramOpt = Annotated[
+    str | None, typer.Option("--vram", help="VRAM per device, e.g. 16G, 24GiB (default: the profile's)")
+]
+ConstraintsOpt = Annotated[
+    str | None, typer.Option(help="constraints per partition, e.g. 2^20 (overrides the workload)")
+]
+PartitionsOpt = Annotated[int | None, typer.Option(help="partitions per proof (overrides the workload)")]
+ProofsOpt = Annotated[int | None, typer.Option("--proofs", "-n", help="proofs to submit (cuzk-bench -c)")]
+ConcurrencyOpt = Annotated[
+    int | None, typer.Option("--concurrency", "-j", help="closed-loop clients (cuzk-bench -j)")
+]
+GpuWorkersOpt = Annotated[int | None, typer.Option("--gpu-workers", help="GPU workers per device")]
+PartitionWorkersOpt = Annotated[int | None, typer.Option(help="synthesis pool size (partition_workers)")]
+DevicesOpt = Annotated[int | None, typer.Option(help="GPUs")]
+QueueDepthOpt = Annotated[int | None, typer.Option(help="bound of the GPU queue (0 = unbounded)")]
+RetriesOpt = Annotated[int | None, typer.Option(help="re-queue a partition this often after an OOM")]
+SeedOpt = Annotated[int | None, typer.Option(help="first seed (>= 0)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print the JSON document instead of the table")]
+TraceOpt = Annotated[Path | None, typer.Option(help="write a Chrome/Perfetto trace (.json)")]
+PlotOpt = Annotated[Path | None, typer.Option(help="write a Gantt chart + memory over time (.png/.pdf/.svg)")]
+BackendOpt = Annotated[str | None, typer.Option(help="cupy (the GPU) or cpu (small circuits, emulated VRAM)")]
+KeysOpt = Annotated[Path, typer.Option(help="where trusted-setup keys are cached")]
+BG2Opt = Annotated[
+    int | None, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
+]
 
 
 def pipeline_config(
     config: Path | None,
     *,
+    command: str = "predict",
     vram: str | None = None,
     gpu_workers: int | None = None,
     partition_workers: int | None = None,
@@ -99,63 +131,90 @@ def pipeline_config(
     partitions: int | None = None,
     constraints: str | None = None,
 ) -> PipelineConfig:
-    """The config file's keys, then the flags (flags win)."""
-    cfg = load_config(config)
+    """A command's configuration: defaults, the command's defaults, the file, the flags."""
+    from simgpu.config import load_toml
+
+    fields = dict(COMMAND_DEFAULTS[command])
+    if config is not None:
+        fields.update(read_config_table(load_toml(config, "config file"), str(config)))
     budget = None
     if memory_budget is not None and memory_budget != "auto":
         budget = parse_size(memory_budget, "--memory-budget")
-    return cfg.with_overrides(
-        **_overrides(
-            vram=_opt_size(vram, "--vram"),
-            gpu_workers_per_device=gpu_workers,
-            partition_workers=partition_workers,
-            devices=devices,
-            max_gpu_queue_depth=queue_depth,
-            total_budget=budget,
-            proofs=proofs,
-            concurrency=concurrency,
-            arrival_rate=arrival_rate,
-            retries=retries,
-            seed=seed,
-            workload=workload,
-            partitions=partitions,
-            constraints=None if constraints is None else parse_count(constraints, "--constraints", 1),
-        )
-    )
+    flags = {
+        "vram": None if vram is None else parse_size(vram, "--vram"),
+        "gpu_workers_per_device": gpu_workers,
+        "partition_workers": partition_workers,
+        "devices": devices,
+        "max_gpu_queue_depth": queue_depth,
+        "total_budget": budget,
+        "proofs": proofs,
+        "concurrency": concurrency,
+        "arrival_rate": arrival_rate,
+        "retries": retries,
+        "seed": seed,
+        "workload": workload,
+        "partitions": partitions,
+        "constraints": None if constraints is None else parse_count(constraints, "--constraints", 1),
+    }
+    fields.update({k: v for k, v in flags.items() if v is not None})
+    if memory_budget == "auto":
+        fields["total_budget"] = None
+    return replace(PipelineConfig(), **fields).validate()
 
 
-def resolve_workload(profile: Any, cfg: PipelineConfig) -> Workload:
-    base = profile.workload(cfg.workload or None)
-    wl = Workload(
-        base.name if cfg.constraints is None else f"{base.name} (n={cfg.constraints:,})",
-        cfg.partitions or base.partitions,
-        cfg.constraints or base.constraints,
-        dict(base.params),
-    )
-    if wl.constraints > 1 << 32:
-        raise UserError(
-            f"{wl.constraints:,} constraints per partition: BLS12-381 has no NTT domain beyond 2^32"
-        )
-    return wl
+def writable(path: Path | None, what: str, suffixes: tuple[str, ...] = ()) -> Path | None:
+    """An output path checked before any work is done: a file name (not a directory) in a
+    directory that exists and can be written, with one of `suffixes` if given."""
+    if path is None:
+        return None
+    text = str(path)
+    if not text.strip():
+        raise UserError(f"{what}: the path is empty")
+    if path.is_dir():
+        raise UserError(f"{what} {text}: is a directory; give a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UserError(f"{what} {text}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"{what} {text}: directory {parent} is not writable")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UserError(f"{what} {text}: the file exists and is not writable")
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise UserError(f"{what} {text}: give a file ending in {', '.join(suffixes)}")
+    return path
 
 
-def _meta(mode: str, design: Any, profile_name: str, vram: int, workload: Workload, cfg: PipelineConfig):
-    from simgpu.report.document import Meta
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
-    cfg_doc = {k: v for k, v in asdict(cfg).items() if k not in ("workload", "partitions", "constraints")}
-    if cfg_doc.get("vram") is None:
-        cfg_doc["vram"] = vram
-    return Meta(
-        mode=mode,
-        design=design.name if design.source == "builtin" else f"{design.source}:{design.name}",
-        profile=profile_name,
-        workload={
-            "name": workload.name,
-            "partitions": workload.partitions,
-            "constraints": workload.constraints,
-        },
-        config=cfg_doc,
-    )
+
+def _outputs(trace: Path | None, plot: Path | None) -> None:
+    writable(trace, "--trace")
+    writable(plot, "--plot", PLOT_SUFFIXES)
+    if plot is not None:
+        from simgpu.report.plot import require_matplotlib
+
+        require_matplotlib()
+
+
+def _write_outputs(result: Any, meta: Any, trace: Path | None, plot: Path | None) -> None:
+    if trace:
+        from simgpu.report.trace import write_trace
+
+        write_trace(trace, result, meta)
+    if plot:
+        from simgpu.report.plot import write_plot
+
+        write_plot(plot, result, meta)
+
+
+def _stuck(doc: dict[str, Any]) -> bool:
+    return bool(doc.get("deadlock"))
+
+
+def _positive(value: int, what: str) -> int:
+    if value < 1:
+        raise UserError(f"{what}: must be at least 1, got {value}")
+    return value
 
 
 # --------------------------------------------------------------------- commands
@@ -171,53 +230,39 @@ def predict(
     workload: Annotated[
         str | None, typer.Option(help="a workload of the profile (default: its default)")
     ] = None,
-    constraints: Annotated[
-        str | None,
-        typer.Option(help="constraints per partition, e.g. 2^27 (overrides the workload)"),
-    ] = None,
-    partitions: Annotated[
-        int | None, typer.Option(help="partitions per proof (overrides the workload)")
-    ] = None,
-    proofs: Annotated[
-        int | None, typer.Option("--proofs", "-n", help="proofs to submit (cuzk-bench -c)")
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option("--concurrency", "-j", help="closed-loop clients (cuzk-bench -j)")
-    ] = None,
+    constraints: ConstraintsOpt = None,
+    partitions: PartitionsOpt = None,
+    proofs: ProofsOpt = None,
+    concurrency: ConcurrencyOpt = None,
     arrival_rate: Annotated[
         float | None, typer.Option(help="open loop: Poisson arrivals, proofs per second")
     ] = None,
-    gpu_workers: Annotated[int | None, typer.Option("--gpu-workers", help="gpu_workers_per_device")] = None,
-    partition_workers: Annotated[
-        int | None, typer.Option(help="synthesis pool size (partition_workers)")
-    ] = None,
-    devices: Annotated[int | None, typer.Option(help="GPUs")] = None,
-    max_gpu_queue_depth: Annotated[
-        int | None, typer.Option(help="bound of the GPU queue (0 = unbounded)")
-    ] = None,
+    gpu_workers: GpuWorkersOpt = None,
+    partition_workers: PartitionWorkersOpt = None,
+    devices: DevicesOpt = None,
+    max_gpu_queue_depth: QueueDepthOpt = None,
     memory_budget: Annotated[
         str | None, typer.Option(help="host memory budget (auto = RAM - safety margin)")
     ] = None,
-    retries: Annotated[int | None, typer.Option(help="re-queue a partition this often after an OOM")] = None,
+    retries: RetriesOpt = None,
     runs: Annotated[int, typer.Option(help="Monte Carlo replications (seeds seed..seed+runs-1)")] = 1,
-    seed: Annotated[int | None, typer.Option(help="first seed")] = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="print the JSON document instead of the table")
-    ] = False,
-    trace: Annotated[Path | None, typer.Option(help="write a Chrome/Perfetto trace of the first run")] = None,
-    plot: Annotated[Path | None, typer.Option(help="write a PNG: Gantt chart + memory over time")] = None,
+    seed: SeedOpt = None,
+    json_out: JsonOpt = False,
+    trace: TraceOpt = None,
+    plot: PlotOpt = None,
 ) -> None:
     """Predict throughput, latency, VRAM/host peaks and OOM risk of a design."""
+    from simgpu.model.montecarlo import MAX_RUNS
     from simgpu.model.montecarlo import predict as run_predict
     from simgpu.profile import find_profile, load_profile
-    from simgpu.report.document import build_document, write_json
-    from simgpu.report.plot import write_plot
+    from simgpu.report.document import build_document, meta_of, write_json
     from simgpu.report.table import print_table
-    from simgpu.report.trace import write_trace
     from simgpu.sched.registry import resolve_design
 
-    if runs < 1:
-        raise UserError(f"--runs: must be at least 1, got {runs}")
+    _positive(runs, "--runs")
+    if runs > MAX_RUNS:
+        raise UserError(f"--runs: at most {MAX_RUNS:,}, got {runs:,}")
+    _outputs(trace, plot)
     prof = load_profile(find_profile(profile))
     cfg = pipeline_config(
         config,
@@ -236,15 +281,12 @@ def predict(
         partitions=partitions,
         constraints=constraints,
     )
-    wl = resolve_workload(prof, cfg)
+    wl = prof.workload_for(cfg.workload or None, cfg.partitions, cfg.constraints)
     dsg = resolve_design(design)
     prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
-    meta = _meta("predict", dsg, prof.name, prof.hardware.vram, wl, cfg)
+    meta = meta_of("predict", dsg.label, prof.name, prof.hardware.vram, wl, cfg)
     doc = build_document(meta, prediction.aggregate(), prediction.summaries)
-    if trace:
-        write_trace(trace, prediction.first, meta)
-    if plot:
-        write_plot(plot, prediction.first, meta)
+    _write_outputs(prediction.first, meta, trace, plot)
     if json_out:
         sys.stdout.write(write_json(doc, None) + "\n")
     else:
@@ -253,113 +295,81 @@ def predict(
             Console().print(f"trace: {trace} (open in https://ui.perfetto.dev)")
         if plot:
             Console().print(f"plot: {plot}")
+    if _stuck(doc):
+        raise typer.Exit(EXIT_STUCK)
 
 
 @app.command()
 @reports_errors
 def run(
     design: DesignOpt = "single-lock",
-    constraints: Annotated[str, typer.Option(help="constraints per partition, e.g. 2^20")] = "2^12",
-    partitions: Annotated[int, typer.Option(help="partitions per proof")] = 2,
-    proofs: Annotated[int, typer.Option("--proofs", "-n", help="proofs to submit")] = 2,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-j", help="closed-loop clients")] = 2,
-    gpu_workers: Annotated[int, typer.Option("--gpu-workers", help="GPU workers per device")] = 2,
-    partition_workers: Annotated[int, typer.Option(help="synthesis worker processes")] = 2,
+    config: ConfigOpt = None,
+    constraints: ConstraintsOpt = None,
+    partitions: PartitionsOpt = None,
+    proofs: ProofsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    gpu_workers: GpuWorkersOpt = None,
+    partition_workers: PartitionWorkersOpt = None,
     vram: VramOpt = None,
-    backend: Annotated[
-        str, typer.Option(help="cupy (the GPU) or cpu (small circuits, emulated VRAM)")
-    ] = "cupy",
-    devices: Annotated[int, typer.Option(help="GPUs")] = 1,
-    b_g2_threads: Annotated[
-        int, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
-    ] = B_G2_THREADS,
+    backend: BackendOpt = "cupy",
+    devices: DevicesOpt = None,
+    b_g2_threads: BG2Opt = None,
     resident_bases: Annotated[bool, typer.Option(help="keep the key's bases in VRAM")] = False,
-    retries: Annotated[int, typer.Option(help="re-queue a partition this often after an OOM")] = 0,
-    max_gpu_queue_depth: Annotated[int, typer.Option(help="bound of the GPU queue (0 = unbounded)")] = 0,
-    keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
-    seed: Annotated[int, typer.Option(help="witness seed")] = 0,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="print the JSON document instead of the table")
-    ] = False,
-    trace: Annotated[Path | None, typer.Option(help="write a Chrome/Perfetto trace")] = None,
-    plot: Annotated[Path | None, typer.Option(help="write a PNG: Gantt chart + memory over time")] = None,
+    retries: RetriesOpt = None,
+    max_gpu_queue_depth: QueueDepthOpt = None,
+    keys_dir: KeysOpt = Path("out/keys"),
+    seed: Annotated[int | None, typer.Option(help="witness seed (>= 0)")] = None,
+    json_out: JsonOpt = False,
+    trace: TraceOpt = None,
+    plot: PlotOpt = None,
 ) -> None:
     """Prove for real with the same scheduler code, and report like predict."""
-    from simgpu.real.run import real_run
-    from simgpu.report.document import write_json
-    from simgpu.report.plot import write_plot
+    from simgpu.real.executor import ProverSettings
+    from simgpu.real.run import real_document, real_run
+    from simgpu.report.document import meta_of, write_json
     from simgpu.report.table import print_table
-    from simgpu.report.trace import write_trace
     from simgpu.sched.registry import resolve_design
 
-    n = parse_count(constraints, "--constraints", 16)
-    cfg = PipelineConfig().with_overrides(
-        proofs=proofs,
-        concurrency=concurrency,
-        gpu_workers_per_device=gpu_workers,
+    _outputs(trace, plot)
+    cfg = pipeline_config(
+        config,
+        command="run",
+        vram=vram,
+        gpu_workers=gpu_workers,
         partition_workers=partition_workers,
         devices=devices,
+        queue_depth=max_gpu_queue_depth,
+        proofs=proofs,
+        concurrency=concurrency,
         retries=retries,
         seed=seed,
-        max_gpu_queue_depth=max_gpu_queue_depth,
-        vram=_opt_size(vram, "--vram"),
+        partitions=partitions,
+        constraints=constraints,
     )
+    n = cfg.constraints or COMMAND_DEFAULTS["run"]["constraints"]
+    parts = cfg.partitions or COMMAND_DEFAULTS["run"]["partitions"]
+    if n < 16:
+        raise UserError(f"--constraints: the prover needs at least 16 constraints, got {n}")
     dsg = resolve_design(design)
-    settings = _prover_settings(backend, cfg, b_g2_threads, resident_bases, keys_dir)
+    settings = ProverSettings.from_config(
+        cfg, backend=backend, b_g2_threads=b_g2_threads, resident_bases=resident_bases, keys_dir=keys_dir
+    ).check(n)
     console = Console(stderr=json_out)
-    outcome = real_run(n, partitions, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
-    doc = _real_document(outcome, dsg, backend, n, partitions, cfg)
-    meta = _meta(
-        "run",
-        dsg,
-        doc["profile"],
-        outcome.vram_capacity,
-        Workload(doc["workload"]["name"], partitions, n),
-        cfg,
-    )
-    if trace:
-        write_trace(trace, outcome.result, meta)
-    if plot:
-        write_plot(plot, outcome.result, meta)
+    outcome = real_run(n, parts, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
+    wl = Workload(f"groth16-n{n}", parts, n)
+    doc = real_document(outcome, dsg, settings.backend, wl, cfg)
+    meta = meta_of("run", dsg.label, doc["profile"], outcome.vram_capacity, wl, cfg)
+    _write_outputs(outcome.result, meta, trace, plot)
     if json_out:
         sys.stdout.write(write_json(doc, None) + "\n")
     else:
         print_table(doc, console)
         if outcome.result.interrupted:
             console.print(f"[yellow]{outcome.result.interrupted}[/yellow]: the table covers what finished")
-
-
-def _prover_settings(
-    backend: str, cfg: PipelineConfig, b_g2_threads: int, resident_bases: bool, keys_dir: Path
-) -> Any:
-    from simgpu.real.executor import ProverSettings
-
-    return ProverSettings(
-        backend=backend,
-        devices=cfg.devices,
-        vram_limit=cfg.vram,
-        partition_workers=cfg.partition_workers,
-        b_g2_threads=b_g2_threads,
-        resident_bases=resident_bases,
-        keys_dir=keys_dir,
-        seed=cfg.seed,
-    )
-
-
-def _real_document(
-    outcome: Any, dsg: Any, backend: str, n: int, partitions: int, cfg: PipelineConfig
-) -> dict:
-    from simgpu.report.document import build_document
-    from simgpu.report.metrics import aggregate
-
-    workload = Workload(f"groth16-n{n}", partitions, n)
-    meta = _meta("run", dsg, f"real {backend}: {outcome.device_name}", outcome.vram_capacity, workload, cfg)
-    meta.extra = {
-        "verification": outcome.verification,
-        "interrupted": outcome.result.interrupted,
-        "runtime": {"wall_s": outcome.result.wall_seconds, "setup_s": outcome.setup_seconds},
-    }
-    return build_document(meta, aggregate([outcome.summary]), [outcome.summary])
+    if outcome.result.interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if _stuck(doc):
+        raise typer.Exit(EXIT_STUCK)
 
 
 @app.command()
@@ -367,57 +377,57 @@ def _real_document(
 def validate(
     profile: ProfileOpt = "h200-cupy",
     design: DesignOpt = "single-lock",
+    config: ConfigOpt = None,
     constraints: Annotated[
         str | None, typer.Option(help="constraints per partition (default: the profile's)")
     ] = None,
     partitions: Annotated[
         int | None, typer.Option(help="partitions per proof (default: the profile's)")
     ] = None,
-    proofs: Annotated[int, typer.Option("--proofs", "-n")] = 3,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-j")] = 2,
-    gpu_workers: Annotated[int, typer.Option("--gpu-workers")] = 2,
-    partition_workers: Annotated[int, typer.Option(help="synthesis worker processes")] = 4,
+    proofs: ProofsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    gpu_workers: GpuWorkersOpt = None,
+    partition_workers: PartitionWorkersOpt = None,
     vram: VramOpt = None,
-    backend: Annotated[str, typer.Option(help="cupy or cpu")] = "cupy",
+    backend: BackendOpt = "cupy",
     b_g2_threads: Annotated[
         int | None,
         typer.Option(help="cores one b_g2_msm is split over (default: as the profile was calibrated)"),
     ] = None,
     runs: Annotated[int, typer.Option(help="Monte Carlo runs of the prediction")] = 5,
-    keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
+    keys_dir: KeysOpt = Path("out/keys"),
     json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
 ) -> None:
     """Predict and run the same configuration; print them side by side."""
     import json
 
-    from rich.table import Table
-
     from simgpu.model.montecarlo import predict as run_predict
     from simgpu.profile import find_profile, load_profile
-    from simgpu.real.run import real_run
-    from simgpu.report.compare import compare, machine_differences
-    from simgpu.report.document import build_document
+    from simgpu.prover import B_G2_THREADS
+    from simgpu.real.executor import ProverSettings
+    from simgpu.real.run import real_document, real_run
+    from simgpu.report.compare import compare, machine_differences, print_comparison
+    from simgpu.report.document import build_document, json_safe, meta_of
     from simgpu.sched.registry import resolve_design
 
+    _positive(runs, "--runs")
     prof = load_profile(find_profile(profile))
-    base = prof.workload()
-    n = parse_count(constraints, "--constraints", 16) if constraints else base.constraints
-    parts = partitions or base.partitions
-    cfg = PipelineConfig().with_overrides(
+    cfg = pipeline_config(
+        config,
+        command="validate",
+        vram=vram,
+        gpu_workers=gpu_workers,
+        partition_workers=partition_workers,
         proofs=proofs,
         concurrency=concurrency,
-        gpu_workers_per_device=gpu_workers,
-        partition_workers=partition_workers,
-        vram=_opt_size(vram, "--vram"),
+        partitions=partitions,
+        constraints=constraints,
     )
+    base = prof.workload_for(None, cfg.partitions, cfg.constraints)
+    wl = Workload(f"groth16-n{base.constraints}", base.partitions, base.constraints)
+    if wl.constraints < 16:
+        raise UserError(f"--constraints: the prover needs at least 16 constraints, got {wl.constraints}")
     dsg = resolve_design(design)
-    wl = Workload(f"groth16-n{n}", parts, n)
-    prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
-    predicted = build_document(
-        _meta("predict", dsg, prof.name, prof.hardware.vram, wl, cfg),
-        prediction.aggregate(),
-        prediction.summaries,
-    )
     console = Console(stderr=json_out)
     calibrated = prof.calibrated_b_g2_threads
     if b_g2_threads is None:
@@ -428,9 +438,19 @@ def validate(
             f"this run splits it over {b_g2_threads}, so expect that stage to differ",
             markup=False,
         )
-    settings = _prover_settings(backend, cfg, b_g2_threads, False, keys_dir)
-    outcome = real_run(n, parts, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
-    measured = _real_document(outcome, dsg, backend, n, parts, cfg)
+    settings = ProverSettings.from_config(
+        cfg, backend=backend, b_g2_threads=b_g2_threads, keys_dir=keys_dir
+    ).check(wl.constraints)
+    prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
+    predicted = build_document(
+        meta_of("predict", dsg.label, prof.name, prof.hardware.vram, wl, cfg),
+        prediction.aggregate(),
+        prediction.summaries,
+    )
+    outcome = real_run(
+        wl.constraints, wl.partitions, cfg, dsg, settings, log=lambda m: console.print(m, markup=False)
+    )
+    measured = real_document(outcome, dsg, settings.backend, wl, cfg)
     rows = compare(predicted, measured)
     differences = machine_differences(prof.hardware, outcome.device_name, os.cpu_count() or 1)
     if differences:
@@ -446,20 +466,13 @@ def validate(
             "comparison": rows,
             "machine_differences": differences,
         }
-        sys.stdout.write(json.dumps(doc, indent=2, default=float) + "\n")
-        return
-    t = Table(title=f"validate {dsg.name}: {prof.name} vs a real run ({outcome.device_name})")
-    for col in ("metric", "predicted", "measured", "error"):
-        t.add_column(col, justify="left" if col == "metric" else "right")
-    for r in rows:
-
-        def fmt(v: Any) -> str:
-            return "-" if v is None else (str(v) if isinstance(v, bool | int) else f"{v:.3f}")
-
-        err = "-" if r["rel_error"] is None else f"{100 * r['rel_error']:+.1f} %"
-        t.add_row(r["metric"], fmt(r["predicted"]), fmt(r["measured"]), err)
-    console.print(t)
-    console.print(f"real run: {measured['verification']['proofs_verified']} proofs verified")
+        sys.stdout.write(json.dumps(json_safe(doc), indent=2, default=float, allow_nan=False) + "\n")
+    else:
+        title = f"validate {dsg.name}: {prof.name} vs a real run ({outcome.device_name})"
+        print_comparison(rows, title, console)
+        console.print(f"real run: {measured['verification']['proofs_verified']} proofs verified")
+    if outcome.result.interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
 
 
 @app.command()
@@ -475,26 +488,26 @@ def calibrate(
     contention_size: Annotated[
         str | None, typer.Option(help="size for the contention runs (default: mid-ladder)")
     ] = None,
-    b_g2_threads: Annotated[
-        int, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
-    ] = B_G2_THREADS,
+    b_g2_threads: BG2Opt = None,
     vram: VramOpt = None,
-    keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
+    keys_dir: KeysOpt = Path("out/keys"),
 ) -> None:
     """Measure the real prover over a ladder of sizes and write a fitted profile."""
     from simgpu.calibrate.build import calibrate as run_calibration
+    from simgpu.prover import B_G2_THREADS
     from simgpu.real.executor import ProverSettings
 
-    if repeats < 1:
-        raise UserError(f"--repeats: must be at least 1, got {repeats}")
+    _positive(repeats, "--repeats")
+    _positive(partitions, "--partitions")
+    writable(out, "--out", (".toml",))
     ladder = size_ladder(sizes)
     settings = ProverSettings(
         backend=backend,
-        vram_limit=_opt_size(vram, "--vram"),
+        vram_limit=None if vram is None else parse_size(vram, "--vram"),
         partition_workers=2,
-        b_g2_threads=b_g2_threads,
+        b_g2_threads=B_G2_THREADS if b_g2_threads is None else b_g2_threads,
         keys_dir=keys_dir,
-    )
+    ).check(max(ladder))
     console = Console()
     cn = None if contention_size is None else parse_count(contention_size, "--contention-size", 16)
     t0 = time.perf_counter()
@@ -544,18 +557,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Outside standalone mode click returns a command's exit code instead of exiting.
         code = app(args=argv, standalone_mode=False)
-        return code if isinstance(code, int) else 0
+        return code if isinstance(code, int) else EXIT_OK
     except typer.Exit as e:
         return e.exit_code
     except typer.Abort:
         err.print("aborted")
-        return 130
+        return EXIT_INTERRUPTED
     except _ClickException as e:
         err.print(f"error: {e.format_message()}", markup=False)
-        return 2
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         err.print("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ override the file.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -22,6 +23,10 @@ from typing import Any
 
 from simgpu.errors import UserError
 from simgpu.units import parse_count, parse_size
+
+#: Upper bounds of the counts a configuration may ask for: beyond them a run would not
+#: fit in memory (its event records) long before it finished.
+LIMITS = {"devices": 64, "workers": 4096, "proofs": 1_000_000, "partitions": 200_000, "retries": 1000}
 
 
 @dataclass(frozen=True)
@@ -53,27 +58,36 @@ class PipelineConfig:
     retry_backoff: float = 1.0  # seconds before a retried partition re-enters the GPU queue
 
     def validate(self) -> PipelineConfig:
+        """This configuration, or one line saying which value is out of range."""
         checks = [
-            ("devices", self.devices, 1),
-            ("gpu_workers_per_device", self.gpu_workers_per_device, 1),
-            ("partition_workers", self.partition_workers, 1),
-            ("proofs", self.proofs, 1),
-            ("concurrency", self.concurrency, 1),
-            ("max_gpu_queue_depth", self.max_gpu_queue_depth, 0),
-            ("retries", self.retries, 0),
-            ("gpu_threads", self.gpu_threads, 0),
+            ("devices", self.devices, 1, LIMITS["devices"]),
+            ("gpu_workers_per_device", self.gpu_workers_per_device, 1, LIMITS["workers"]),
+            ("partition_workers", self.partition_workers, 1, LIMITS["workers"]),
+            ("proofs", self.proofs, 1, LIMITS["proofs"]),
+            ("concurrency", self.concurrency, 1, LIMITS["proofs"]),
+            ("max_gpu_queue_depth", self.max_gpu_queue_depth, 0, LIMITS["partitions"]),
+            ("retries", self.retries, 0, LIMITS["retries"]),
+            ("gpu_threads", self.gpu_threads, 0, LIMITS["workers"]),
+            ("seed", self.seed, 0, 2**63 - 1),
         ]
-        for name, value, low in checks:
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise UserError(f"{name}: must be a whole number >= {low}, got {value!r}")
-        if self.partitions is not None and self.partitions < 1:
-            raise UserError(f"partitions: must be at least 1, got {self.partitions}")
-        if self.constraints is not None and self.constraints < 1:
-            raise UserError(f"constraints: must be at least 1, got {self.constraints}")
-        if self.arrival_rate is not None and not (self.arrival_rate > 0):
-            raise UserError(f"arrival_rate: must be positive, got {self.arrival_rate}")
-        if not (self.retry_backoff >= 0):
-            raise UserError(f"retry_backoff: must be >= 0 seconds, got {self.retry_backoff}")
+        if self.partitions is not None:
+            checks.append(("partitions", self.partitions, 1, LIMITS["partitions"]))
+        if self.constraints is not None:
+            checks.append(("constraints", self.constraints, 1, 1 << 40))
+        for name, value, low, high in checks:
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise UserError(f"{name}: must be a whole number in {low}..{high:,}, got {value!r}")
+        if self.proofs * (self.partitions or 1) > LIMITS["partitions"] * 10:
+            raise UserError(
+                f"proofs x partitions: at most {LIMITS['partitions'] * 10:,} partitions in one run "
+                f"(their event records must fit in memory), got {self.proofs * (self.partitions or 1):,}"
+            )
+        if self.arrival_rate is not None and not (
+            isinstance(self.arrival_rate, int | float) and 0 < self.arrival_rate < math.inf
+        ):
+            raise UserError(f"arrival_rate: must be a positive finite rate, got {self.arrival_rate!r}")
+        if not (isinstance(self.retry_backoff, int | float) and 0 <= self.retry_backoff < math.inf):
+            raise UserError(f"retry_backoff: must be finite seconds >= 0, got {self.retry_backoff!r}")
         if self.vram is not None and self.vram <= 0:
             raise UserError(f"vram: must be positive, got {self.vram}")
         return self

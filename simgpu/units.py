@@ -36,37 +36,56 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.
 _POW = re.compile(r"^\s*([0-9]+)\s*\^\s*([0-9]+)\s*$")
 
 
-def parse_size(text: str | int | float, what: str = "size") -> int:
-    """Bytes (or a count) from '16G', '16GiB', '12.5GB', '2^27', '512MiB', 1024.
+#: No size or count simgpu reads is larger than this (2^80: far beyond any machine).
+MAX_SIZE = 1 << 80
 
-    A bare K/M/G/T is binary ('16G' is 16 GiB, as on GPU spec sheets); 'GB' is 10^9.  Negative,
-    empty or unparsable input raises UserError naming `what`.
-    """
+
+def _value(text: str | int | float, what: str) -> float | int:
+    """The number `text` stands for, exact where it is a whole number."""
     if isinstance(text, bool):
         raise UserError(f"{what}: expected a size, got {text!r}")
     if isinstance(text, int | float):
-        if text < 0 or not math.isfinite(text):
-            raise UserError(f"{what}: size must be a non-negative number, got {text!r}")
-        return int(text)
-    s = str(text).strip()
-    if s.startswith("-"):
-        raise UserError(f"{what}: size must not be negative, got {text!r}")
-    m = _POW.match(s)
-    if m:
-        base, exp = int(m.group(1)), int(m.group(2))
-        if exp > 80:
-            raise UserError(f"{what}: {text!r} is too large")
-        return base**exp
-    m = _SIZE.match(s)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise UserError(f"{what}: cannot parse {text!r} (examples: 16G, 16GiB, 12.5GB, 512MiB, 2^27)")
-    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    return int(round(value))
+        if not math.isfinite(text) or text < 0:
+            raise UserError(f"{what}: must be a non-negative finite number, got {text!r}")
+        value: float | int = text
+    else:
+        s = str(text).strip()
+        if s.startswith("-"):
+            raise UserError(f"{what}: must not be negative, got {text!r}")
+        m = _POW.match(s)
+        if m:
+            base, exp = int(m.group(1)), int(m.group(2))
+            if exp > 80:
+                raise UserError(f"{what}: {text!r} is too large")
+            value = base**exp
+        else:
+            m = _SIZE.match(s)
+            if not m or m.group(2).lower() not in _UNITS:
+                raise UserError(f"{what}: cannot parse {text!r} (examples: 16G, 16GiB, 12.5GB, 512MiB, 2^27)")
+            number = m.group(1)
+            unit = _UNITS[m.group(2).lower()]
+            value = int(number) * unit if number.isdigit() else float(number) * unit
+    if value > MAX_SIZE:
+        raise UserError(f"{what}: {text!r} is too large (at most 2^80)")
+    return value
+
+
+def parse_size(text: str | int | float, what: str = "size") -> int:
+    """Bytes (or a count) from '16G', '16GiB', '12.5GB', '2^27', '512MiB', 1024.
+
+    A bare K/M/G/T is binary ('16G' is 16 GiB, as on GPU spec sheets); 'GB' is 10^9.
+    Negative, infinite, empty, unparsable or absurdly large input raises UserError naming
+    `what`.
+    """
+    return int(round(_value(text, what)))
 
 
 def parse_count(text: str | int, what: str, minimum: int = 0) -> int:
-    """A whole count that may be written as 2^20 or 1M; must be >= minimum."""
-    n = parse_size(text, what)
+    """A whole count that may be written as 2^20 or 1M (not 1.5); must be >= minimum."""
+    value = _value(text, what)
+    if isinstance(value, float) and not value.is_integer():
+        raise UserError(f"{what}: must be a whole number, got {text!r}")
+    n = int(value)
     if n < minimum:
         raise UserError(f"{what}: must be at least {minimum}, got {text!r}")
     return n

@@ -65,7 +65,7 @@ proofs = 5
     [
         ("[gpus\n", "not valid TOML"),
         ("[gpus]\nbanana = 1\n", "unknown key"),
-        ("[gpus]\ngpu_workers_per_device = 0\n", ">= 1"),
+        ("[gpus]\ngpu_workers_per_device = 0\n", "in 1[.][.]"),
         ("[gpus]\ngpu_workers_per_device = 'two'\n", "expected int"),
         ("[memory]\ntotal_budget = 'lots'\n", "cannot parse"),
     ],

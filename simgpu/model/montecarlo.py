@@ -12,6 +12,10 @@ from simgpu.profile import Profile
 from simgpu.report.metrics import RunSummary, aggregate, summarize
 from simgpu.sched.registry import Design
 
+#: The most replications one prediction takes (a 95% interval is already within a few
+#: percent at a few thousand).
+MAX_RUNS = 100_000
+
 
 @dataclass
 class Prediction:

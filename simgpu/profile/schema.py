@@ -35,6 +35,8 @@ from simgpu.profile.resolve import Resolved, ResolvedPhase, ResolvedStage, Use
 from simgpu.units import parse_size
 
 STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
+#: Fr of BLS12-381 has 2-adicity 32: no radix-2 NTT domain is larger than 2^32.
+MAX_CONSTRAINTS = 1 << 32
 #: Host resources: memory bandwidth (GB/s), cores, the driver process's interpreter lock
 #: (`gil`, capacity 1: a prover driven from Python runs its stages' Python parts one at a
 #: time, whichever thread they are on), and the driver's channel for results coming back
@@ -117,6 +119,22 @@ class Profile:
             known = ", ".join(sorted(self.workloads))
             raise UserError(f"unknown workload {key!r} in profile {self.name} (known: {known})")
         return self.workloads[key]
+
+    def workload_for(self, name: str | None, partitions: int | None, constraints: int | None) -> Workload:
+        """The named workload (or the default) with a run's overrides of its size."""
+        base = self.workload(name)
+        wl = Workload(
+            base.name if constraints is None else f"{base.name} (n={constraints:,})",
+            base.partitions if partitions is None else partitions,
+            base.constraints if constraints is None else constraints,
+            dict(base.params),
+        )
+        if wl.constraints > MAX_CONSTRAINTS:
+            raise UserError(
+                f"{wl.constraints:,} constraints per partition: BLS12-381's scalar field has no NTT "
+                f"domain beyond 2^32"
+            )
+        return wl
 
     def resolve(self, n: int) -> Resolved:
         sizes = {name: max(0, int(round(law(n)))) for name, law in self.buffers.items()}

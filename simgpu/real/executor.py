@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from simgpu.config import PipelineConfig
 from simgpu.errors import OutOfMemory, SimgpuError, UserError
 from simgpu.profile import Resolved, profile_from_dict
 from simgpu.prover import B_G2_THREADS, groth16
@@ -31,6 +32,10 @@ from simgpu.prover.synthesis import synthesize, synthesize_timed
 from simgpu.sched.work import Partition
 
 GPU_STAGES = ("prestage", "kernels")
+BACKENDS = ("cupy", "cpu")
+#: The CPU backend's largest partition: its H computation is the kernels' Python-integer
+#: reference, about a second at 2^12 and a minute at 2^16.
+MAX_CPU_CONSTRAINTS = 1 << 16
 SETUP_SEED = 20260601
 
 
@@ -90,6 +95,8 @@ def host_ram() -> int:
 
 @dataclass
 class ProverSettings:
+    """How the real prover is set up for a run: where its GPU stages run and with what."""
+
     backend: str = "cpu"  # "cpu" or "cupy"
     devices: int = 1
     vram_limit: int | None = None
@@ -102,13 +109,51 @@ class ProverSettings:
     safety_margin: int = 2 << 30
     seed: int = 0
 
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, **prover: Any) -> ProverSettings:
+        """The settings of a run of `cfg` (devices, VRAM cap, pool size, witness seed), plus
+        the prover's own options (backend, b_g2_threads, resident_bases, keys_dir)."""
+        return cls(
+            devices=cfg.devices,
+            vram_limit=cfg.vram,
+            partition_workers=cfg.partition_workers,
+            seed=cfg.seed,
+            **{k: v for k, v in prover.items() if v is not None},
+        )
+
+    def check(self, constraints: int) -> ProverSettings:
+        """Refuse, in one line, what this machine or this prover cannot run, before any
+        work: an unknown backend, no GPU for cupy, a circuit too large for the CPU backend."""
+        if self.backend not in BACKENDS:
+            raise UserError(f"--backend {self.backend!r}: unknown (known: {', '.join(BACKENDS)})")
+        if (
+            isinstance(self.b_g2_threads, bool)
+            or not isinstance(self.b_g2_threads, int)
+            or self.b_g2_threads < 1
+        ):
+            raise UserError(f"--b-g2-threads: must be a whole number >= 1, got {self.b_g2_threads!r}")
+        if self.backend == "cpu" and constraints > MAX_CPU_CONSTRAINTS:
+            raise UserError(
+                f"--constraints {constraints:,}: the CPU backend proves at most {MAX_CPU_CONSTRAINTS:,} "
+                "constraints per partition (its NTT is a Python reference); use --backend cupy on a GPU"
+            )
+        if self.backend == "cupy":
+            from simgpu.prover.cupy_device import cupy_device_available
+
+            if not cupy_device_available():
+                raise UserError(
+                    "--backend cupy: no usable CUDA device (CuPy missing or no GPU here); "
+                    "--backend cpu proves small circuits without one"
+                )
+        return self
+
 
 class ProverExecutor:
     """Runs the prover's stages for RealRuntime (see simgpu.real.runtime.StageExecutor)."""
 
     def __init__(self, spec: CircuitSpec, settings: ProverSettings) -> None:
         self.spec = spec
-        self.settings = settings
+        self.settings = settings.check(spec.constraints)
         # The trusted setup (on the GPU for CuPy) needs far more memory than proving: make
         # the keys on an uncapped device, then emulate the smaller card.
         self.backends = [self._make_backend(d, capped=False) for d in range(settings.devices)]

@@ -63,3 +63,21 @@ def real_run(
         executor.vram_capacity(0),
         executor.setup_seconds,
     )
+
+
+def real_document(
+    outcome: RealOutcome, design: Design, backend: str, workload: Workload, cfg: PipelineConfig
+) -> dict:
+    """The JSON document of a real run: predict's, with the run's own fields (verification,
+    why it stopped early if it did, wall and set-up times)."""
+    from simgpu.report.document import build_document, meta_of
+    from simgpu.report.metrics import aggregate
+
+    profile = f"real {backend}: {outcome.device_name}"
+    meta = meta_of("run", design.label, profile, outcome.vram_capacity, workload, cfg)
+    meta.extra = {
+        "verification": outcome.verification,
+        "interrupted": outcome.result.interrupted,
+        "runtime": {"wall_s": outcome.result.wall_seconds, "setup_s": outcome.setup_seconds},
+    }
+    return build_document(meta, aggregate([outcome.summary]), [outcome.summary])

@@ -54,3 +54,19 @@ def compare(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dict[st
             err = (p - m) / m
         rows.append({"metric": name, "predicted": p, "measured": m, "rel_error": err})
     return rows
+
+
+def print_comparison(rows: list[dict[str, Any]], title: str, console: Any) -> None:
+    """The rows of `compare` as a table: metric, predicted, measured, error."""
+    from rich.table import Table
+
+    def fmt(v: Any) -> str:
+        return "-" if v is None else (str(v) if isinstance(v, bool | int) else f"{v:.3f}")
+
+    t = Table(title=title)
+    for col in ("metric", "predicted", "measured", "error"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for r in rows:
+        err = "-" if r["rel_error"] is None else f"{100 * r['rel_error']:+.1f} %"
+        t.add_row(r["metric"], fmt(r["predicted"]), fmt(r["measured"]), err)
+    console.print(t)

@@ -7,10 +7,12 @@ prediction and a measurement line up field by field.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import math
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simgpu.config import PipelineConfig, Workload
 from simgpu.report.metrics import RunSummary
 
 #: Version of the JSON document; bump when a field changes meaning or disappears.
@@ -27,6 +29,18 @@ class Meta:
     workload: dict[str, Any]
     config: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def meta_of(
+    mode: str, design: str, profile: str, vram: int, workload: Workload, config: PipelineConfig
+) -> Meta:
+    """The Meta of a run: its configuration as the document stores it (VRAM filled in from
+    the profile or the device when the run did not override it)."""
+    cfg = {k: v for k, v in asdict(config).items() if k not in ("workload", "partitions", "constraints")}
+    if cfg.get("vram") is None:
+        cfg["vram"] = vram
+    wl = {"name": workload.name, "partitions": workload.partitions, "constraints": workload.constraints}
+    return Meta(mode=mode, design=design, profile=profile, workload=wl, config=cfg)
 
 
 def build_document(meta: Meta, agg: dict[str, Any], runs: list[RunSummary]) -> dict[str, Any]:
@@ -72,8 +86,21 @@ def build_document(meta: Meta, agg: dict[str, Any], runs: list[RunSummary]) -> d
     }
 
 
+def json_safe(obj: Any) -> Any:
+    """The document with every non-finite number as null: JSON has no Infinity or NaN."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
 def write_json(doc: dict[str, Any], path: str | Path | None) -> str:
-    text = json.dumps(doc, indent=2, sort_keys=False, default=float)
+    """The document as JSON text (and written to `path`, if given): strict JSON, so any
+    parser reads it."""
+    text = json.dumps(json_safe(doc), indent=2, sort_keys=False, default=float, allow_nan=False)
     if path:
         Path(path).write_text(text + "\n")
     return text

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from simgpu.errors import UserError
 from simgpu.report.document import Meta
 from simgpu.report.trace import pack_lanes, stage_spans
 
@@ -16,6 +17,14 @@ STAGE_COLOURS = {
     "b_g2_msm": "#66c2a5",
     "epilogue": "#e78ac3",
 }
+
+
+def require_matplotlib() -> None:
+    """--plot needs matplotlib, the `plot` extra: say how to get it, before any work."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UserError("--plot needs matplotlib: pip install 'simgpu[plot]'") from None
 
 
 def write_plot(path: str | Path, result: Any, meta: Meta) -> None:

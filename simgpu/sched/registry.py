@@ -22,6 +22,11 @@ class Design:
     summary: str
     source: str = "builtin"
 
+    @property
+    def label(self) -> str:
+        """How reports name it: a shipped design by name, a user's by file:name."""
+        return self.name if self.source == "builtin" else f"{self.source}:{self.name}"
+
 
 def _summary(fn: DesignFn) -> str:
     doc = inspect.getdoc(fn) or ""
