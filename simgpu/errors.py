@@ -111,12 +111,54 @@ class DesignError(SimgpuError):
     does not hold).  A bug in the design, reported with the design's name."""
 
 
-class Deadlock(SimgpuError):
-    """Every live process waits and nothing can wake them.  `waiting` maps each stuck
-    process to what it waits for."""
+class RunStopped(SimgpuError):
+    """The run is being stopped (Ctrl-C, or a deadlock found) while this task waited; the
+    daemon fails what was in flight with this reason instead of proving on."""
 
-    def __init__(self, at: float, waiting: dict[str, str]) -> None:
+
+class Deadlock(SimgpuError):
+    """A run that cannot finish.  `kind` is "deadlock" (every live task waits and nothing
+    can wake them) or "livelock" (tasks keep running but nothing progresses, or simulated
+    time ran past its bound); `cause` says which.  `waiting` maps each stuck task to what
+    it waits for; `cycle` is a cycle of tasks each waiting on the next, and `roots` the
+    tasks at the bottom of the pile-up when there is no cycle."""
+
+    def __init__(
+        self,
+        at: float,
+        waiting: dict[str, str],
+        cycle: list[str] | None = None,
+        roots: list[str] | None = None,
+        kind: str = "deadlock",
+        cause: str = "",
+    ) -> None:
         self.at = at
         self.waiting = dict(waiting)
-        lines = "; ".join(f"{who} waits for {what}" for who, what in sorted(self.waiting.items()))
-        super().__init__(f"deadlock at t={at:.3f}s: {lines}")
+        self.cycle = list(cycle or [])
+        self.roots = list(roots or [])
+        self.kind = kind
+        self.cause = cause
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        head = f"{self.kind} at t={self.at:.3f}s"
+        if self.cause:
+            head += f" ({self.cause})"
+        if self.cycle:
+            ring = " -> ".join(f"{t} (waits for {self.waiting.get(t, '?')})" for t in self.cycle)
+            return f"{head}: cycle {ring} -> {self.cycle[0]}"
+        if self.roots:
+            lead = "; ".join(f"{t} waits for {self.waiting.get(t, '?')}" for t in self.roots[:3])
+            more = len(self.waiting) - min(3, len(self.roots))
+            return f"{head}: {lead}" + (f" ({more} more tasks wait behind)" if more > 0 else "")
+        return head
+
+    def as_dict(self) -> dict:
+        return {
+            "at": self.at,
+            "kind": self.kind,
+            "cause": self.cause,
+            "cycle": self.cycle,
+            "roots": self.roots,
+            "waiting": self.waiting,
+        }

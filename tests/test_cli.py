@@ -35,7 +35,7 @@ def test_json_schema():
     assert doc["schema"] == "simgpu.report/1" and doc["mode"] == "predict"
     assert doc["design"] == "two-lock" and doc["profile"] == "seed-rtx5070ti"
     assert doc["workload"] == {"name": "porep-32g", "partitions": 10, "constraints": 130278869}
-    assert set(doc["proofs"]) == {"submitted", "completed", "failed"}
+    assert set(doc["proofs"]) == {"submitted", "completed", "failed", "not_started"}
     assert doc["proofs"]["submitted"] == 9 and doc["proofs"]["failed"] >= 1
     assert set(doc["latency_s"]) >= {"p50", "p95"}
     (dev,) = doc["devices"]

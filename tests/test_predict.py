@@ -30,7 +30,7 @@ def test_monte_carlo_reports_oom_risk_with_an_interval():
     assert 0.4 < lo < 1.0 and hi == pytest.approx(1.0)
     agg = predict(prof, cfg, prof.workload(), resolve_design("single-lock"), runs=4).aggregate()
     assert agg["oom_risk"]["p"] == 0.0 and agg["oom_risk"]["ci95"][0] == 0.0
-    assert agg["proofs"] == {"submitted": 12, "completed": 12, "failed": 0}
+    assert agg["proofs"] == {"submitted": 12, "completed": 12, "failed": 0, "not_started": 0}
 
 
 def test_host_ram_exhaustion_fails_the_proof_with_the_reason():

@@ -159,7 +159,7 @@ def test_simgpu_run_reports_like_predict_plus_verification(keys_dir):
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["schema"] == "simgpu.report/1" and doc["mode"] == "run"
-    assert doc["proofs"] == {"submitted": 2, "completed": 2, "failed": 0}
+    assert doc["proofs"] == {"submitted": 2, "completed": 2, "failed": 0, "not_started": 0}
     assert doc["verification"] == {"partitions_verified": 4, "partitions_rejected": 0, "proofs_verified": 2}
 
 

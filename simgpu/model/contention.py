@@ -117,9 +117,13 @@ class FluidShare:
         if token != self._token:
             return  # a later change rescheduled; this wake-up is stale
         self._advance()
+        now = self.env.now
         still = []
         for job in self.active:
-            if job.work <= EPS:
+            # Done when the work left is residue, or when what is left could not move the
+            # clock at all: far into a run (1e7 s and beyond) a float cannot hold "now plus
+            # a nanosecond", and waiting for it would wake at the same instant for ever.
+            if job.work <= EPS or now + job.work / job.rate <= now:
                 for res, demand, _ in job.uses:
                     self.load[res] -= demand
                 job.done.succeed()

@@ -60,6 +60,7 @@ class SimLock:
         ev = Signal(self.env)
         who, ctx = self._who()
         ev.what = self._fifo.waiting_for()
+        ev.waits_on = lambda: self._fifo.holder  # for the stuck-run report
         if self._fifo.request(ev, who, (ctx, self.env.now)):
             self._on_acquired(self.name, ctx, 0.0)
         return ev

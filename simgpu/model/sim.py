@@ -29,6 +29,7 @@ from simgpu.profile import Profile, ResolvedPhase
 from simgpu.sched.base import RuntimeBase
 from simgpu.sched.daemon import Daemon
 from simgpu.sched.runtime import Proc
+from simgpu.sched.stuck import Wait, diagnose
 from simgpu.sched.work import Partition
 
 
@@ -124,8 +125,7 @@ class SimRuntime(RuntimeBase):
 
     def _who(self) -> tuple[str, dict[str, Any]]:
         p = self.env.active_process
-        ctx = self._ctx.get(p, {})
-        return (ctx.get("worker") or self._names.get(p, "?")), dict(ctx)
+        return self._names.get(p, "?"), dict(self._ctx.get(p, {}))
 
     # ------------------------------------------------------------ protocol
 
@@ -206,35 +206,82 @@ class SimRuntime(RuntimeBase):
     # ------------------------------------------------------------ running
 
     def run(self, design: Callable[..., Proc]) -> RunResult:
+        """Run the daemon with `design` until every proof has ended, or the run is found
+        stuck: a deadlock (nothing left to happen), or a livelock (simulated time past
+        HORIZON, or STALL_EVENTS events in a row with nothing recorded)."""
         wall = time.perf_counter()
         daemon = Daemon(self, self.config, self.workload, design)
         main = self.spawn(daemon.run(), "daemon")
-        deadlock = None
+        env = self.env
+        stuck: Deadlock | None = None
+        quiet, seen = 0, 0
         try:
-            self.env.run(until=main)
-        except RuntimeError as e:
-            if "No scheduled events left" not in str(e):
-                raise
-            deadlock = Deadlock(self.env.now, self._waiting())
+            while not main.triggered:
+                when = env.peek()
+                if when == math.inf:
+                    stuck = self._stuck("deadlock")
+                    break
+                if when > HORIZON:
+                    stuck = self._stuck("livelock", f"simulated time would pass {HORIZON:.0e} s")
+                    break
+                env.step()
+                if len(self.records) != seen:
+                    seen, quiet = len(self.records), 0
+                else:
+                    quiet += 1
+                    if quiet > STALL_EVENTS:
+                        stuck = self._stuck("livelock", f"{STALL_EVENTS:,} events in a row recorded nothing")
+                        break
         except SimgpuError:
             raise
+        except RuntimeError as e:
+            if "Invalid yield value" in str(e):
+                raise DesignError(_invalid_yield(str(e))) from None
+            raise DesignError(f"design raised {type(e).__name__}: {e}") from e
         except Exception as e:  # a design that breaks: name it, no traceback
             raise DesignError(f"design raised {type(e).__name__}: {e}") from e
-        proofs = main.value if main.triggered and main.ok else []
+        if stuck is not None:
+            daemon.abandon(f"the run cannot finish ({stuck.kind})")
+        if main.triggered and not main.ok:
+            raise main.value
         leaks = []
-        if deadlock is None:
+        if stuck is None:
             for led in self.vram:
                 if led.live:
                     tags = ", ".join(a.tag for a in led.allocations())
                     leaks.append(f"{led.pool}: {led.live} bytes still allocated at the end ({tags})")
         return self.result(
-            proofs, self.vram, self.host, time.perf_counter() - wall, deadlock=deadlock, leaks=leaks
+            daemon.proofs, self.vram, self.host, time.perf_counter() - wall, deadlock=stuck, leaks=leaks
         )
 
-    def _waiting(self) -> dict[str, str]:
-        out = {}
+    def _stuck(self, kind: str, cause: str = "") -> Deadlock:
+        waits = []
         for proc, name in self._names.items():
             if proc.is_alive:
                 target = proc.target
-                out[name] = getattr(target, "what", None) or repr(target)
-        return out
+                what = getattr(target, "what", None) or repr(target)
+                holder = getattr(target, "waits_on", None)
+                on = holder() if callable(holder) else self._names.get(target)
+                waits.append(Wait(name, what, on))
+        cycle, roots = diagnose(waits)
+        return Deadlock(self.env.now, {w.task: w.what for w in waits}, cycle, roots, kind=kind, cause=cause)
+
+
+#: Simulated seconds after which a run counts as a livelock (about 31,700 years: no
+#: proving pipeline's prediction gets near it, a design that sleeps for ever does).
+HORIZON = 1e12
+#: Events in a row that record nothing before a run counts as a livelock: every stage
+#: start and end, lock, queue and proof change records something, so a run that makes
+#: progress never goes near this.
+STALL_EVENTS = 200_000
+
+
+def _invalid_yield(message: str) -> str:
+    """SimPy's 'Invalid yield value' report as one line naming the value and the line."""
+    lines = [x.strip() for x in message.strip().splitlines() if x.strip()]
+    value = lines[-1].replace("Invalid yield value", "").strip().strip('"')
+    where = next((x for x in lines if x.startswith("File ")), "")
+    return (
+        f"a task yielded {value}, which is not a runtime waitable (a lock's acquire(), a queue's "
+        f"put/get, rt.stage(...), rt.sleep(...), a task or an event)" + (f"; {where}" if where else "")
+    )

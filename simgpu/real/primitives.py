@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from simgpu.errors import DesignError, SimgpuError
+from simgpu.errors import DesignError, RunStopped
 from simgpu.sched.fifo import FifoLock, FifoQueue, FifoSemaphore
 
 POLL = 0.1  # seconds between checks of the stop flag while blocked
 
 
-class Cancelled(SimgpuError):
+class Cancelled(RunStopped):
     """The run was stopped (Ctrl-C or a deadlock) while this task waited."""
 
 

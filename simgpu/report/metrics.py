@@ -37,6 +37,10 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def _clip(intervals: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
+    return [(max(a, lo), min(b, hi)) for a, b in intervals if min(b, hi) > max(a, lo)]
+
+
 def _union_length(intervals: list[tuple[float, float]]) -> float:
     total = 0.0
     end = -math.inf
@@ -55,6 +59,7 @@ class RunSummary:
     submitted: int
     completed: int
     failed: int
+    requested: int  # proofs the run was asked for; requested - submitted never started
     makespan: float
     throughput: float | None  # seconds per completed proof
     latencies: list[float]
@@ -127,8 +132,12 @@ def summarize(result: Any) -> RunSummary:
         makespan = 0.0
     completed = len(completed_lat)
     throughput = makespan / completed if completed else None
+    # Busy over the makespan window only: a stage still running when the last proof
+    # ended (a run stopped early) must not count past it.
+    window = (start, start + makespan) if submitted else (0.0, 0.0)
     busy = [
-        (_union_length(gpu_intervals.get(d, [])) / makespan) if makespan > 0 else 0.0 for d in range(ndev)
+        (_union_length(_clip(gpu_intervals.get(d, []), *window)) / makespan) if makespan > 0 else 0.0
+        for d in range(ndev)
     ]
     locks = {
         name: {
@@ -140,10 +149,12 @@ def summarize(result: Any) -> RunSummary:
         for name, st in sorted(result.locks.items())
     }
     dl = result.deadlock
+    requested = len(result.proofs) if result.proofs else len(submitted)
     return RunSummary(
         submitted=len(submitted),
         completed=completed,
         failed=len(failures),
+        requested=max(requested, len(submitted)),
         makespan=makespan,
         throughput=throughput,
         latencies=completed_lat,
@@ -156,7 +167,7 @@ def summarize(result: Any) -> RunSummary:
         host_oom=any(o.get("kind") == "host RAM" for o in ooms),
         locks=locks,
         failures=failures,
-        deadlock=None if dl is None else {"at": dl.at, "waiting": dl.waiting},
+        deadlock=None if dl is None else dl.as_dict(),
         leaks=list(result.leaks),
         seed=result.seed,
         stage_seconds=stage_seconds,
@@ -180,6 +191,7 @@ def aggregate(runs: list[RunSummary]) -> dict[str, Any]:
             "submitted": sum(r.submitted for r in runs),
             "completed": sum(r.completed for r in runs),
             "failed": sum(r.failed for r in runs),
+            "not_started": sum(r.requested - r.submitted for r in runs),
         },
         "latency_s": {
             "p50": percentile(lat, 50),

@@ -42,6 +42,8 @@ def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
     t.add_row("throughput", ("-" if thr is None else f"{thr:.2f} s/proof") + spread)
     style = "red" if p["failed"] else "green"
     t.add_row("proofs completed / failed", f"[{style}]{p['completed']} / {p['failed']}[/{style}]")
+    if p.get("not_started"):
+        t.add_row("proofs not started", str(p["not_started"]))
     t.add_row("latency p50 / p95", f"{_secs(doc['latency_s']['p50'])} / {_secs(doc['latency_s']['p95'])}")
     for d in doc["devices"]:
         t.add_row(f"gpu{d['device']} busy", f"{100 * d['busy_frac']:.1f} %")
@@ -76,8 +78,19 @@ def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"  proof {f['proof']} failed: {f['reason']}")
     if doc["deadlock"]:
         dl = doc["deadlock"]
-        console.print(f"[red bold]DEADLOCK[/red bold] at t={dl['at']:.3f}s; stuck:")
-        for who, what in sorted(dl["waiting"].items()):
-            console.print(f"  {who} waits for {what}")
+        kind = dl.get("kind", "deadlock").upper()
+        cause = f" ({dl['cause']})" if dl.get("cause") else ""
+        console.print(f"[red bold]{kind}[/red bold] at t={dl['at']:.3f}s{cause}")
+        waiting = dl["waiting"]
+        if dl.get("cycle"):
+            console.print("  cycle: each waits for the next")
+            for who in dl["cycle"]:
+                console.print(f"    {who} waits for {waiting.get(who, '?')}")
+        else:
+            for who in dl.get("roots", [])[:5]:
+                console.print(f"  {who} waits for {waiting.get(who, '?')}")
+        shown = len(dl.get("cycle") or dl.get("roots", [])[:5])
+        if len(waiting) > shown:
+            console.print(f"  ({len(waiting) - shown} more tasks wait behind; --json lists them all)")
     for leak in doc["leaks"][:3]:
         console.print(f"[yellow]leak:[/yellow] {leak}")

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simgpu.config import PipelineConfig, Workload
-from simgpu.errors import OutOfMemory, SimgpuError
+from simgpu.errors import DesignError, OutOfMemory, RunStopped, SimgpuError
 from simgpu.sched.runtime import Proc, Queue, Runtime, Semaphore
 from simgpu.sched.work import Partition, Proof, Worker
 
@@ -37,6 +37,8 @@ class Daemon:
     config: PipelineConfig
     workload: Workload
     design: Design
+    #: Every proof the run was asked for, submitted or not (the report accounts for each).
+    proofs: list[Proof] = field(default_factory=list)
 
     def run(self) -> Proc:
         cfg = self.config
@@ -50,6 +52,7 @@ class Daemon:
             self.rt.spawn(self.gpu_worker(w), w.name, device=w.device, worker=w.name) for w in workers
         ]
         proofs = [Proof(i, self.workload.partitions, self.workload.constraints) for i in range(cfg.proofs)]
+        self.proofs = proofs
         if cfg.arrival_rate:
             arrivals = [self.rt.spawn(self.open_loop(proofs), "arrivals")]
         else:
@@ -86,20 +89,42 @@ class Daemon:
 
     def prove(self, proof: Proof) -> Proc:
         proof.submitted_at = self.rt.now()
+        proof.started = True
         self.rt.record("proof_submitted", proof=proof.id, partitions=proof.partitions)
         parts = [Partition(proof, i, proof.constraints, self.rt.event()) for i in range(proof.partitions)]
         tasks = [
             self.rt.spawn(self.partition(p), f"p{proof.id}.{p.index}", proof=proof.id, partition=p.index)
             for p in parts
         ]
-        for task in tasks:
-            yield task
+        try:
+            for task in tasks:
+                yield task
+        except RunStopped as e:
+            # The run is being stopped: this proof ends failed, with that reason, and the
+            # client that submitted it submits no more.
+            self.finish(proof, f"not finished: {e}")
+            raise
+        self.finish(proof)
+        return proof
+
+    def finish(self, proof: Proof, reason: str | None = None) -> None:
+        """A submitted proof ends: completed, or failed with a reason (once)."""
+        if proof.finished_at is not None:
+            return
         proof.finished_at = self.rt.now()
+        if reason is not None and not proof.failed:
+            proof.failed, proof.reason = True, reason
         if proof.failed:
             self.rt.record("proof_failed", proof=proof.id, reason=proof.reason)
         else:
             self.rt.record("proof_completed", proof=proof.id, latency=proof.finished_at - proof.submitted_at)
-        return proof
+
+    def abandon(self, reason: str) -> None:
+        """Fail every submitted proof still in flight (a run that cannot finish): nothing a
+        user submitted is left without an end."""
+        for proof in self.proofs:
+            if proof.started:
+                self.finish(proof, reason)
 
     def partition(self, part: Partition) -> Proc:
         """One partition's life on the host: its share of the memory budget, then it is
@@ -111,12 +136,16 @@ class Daemon:
             yield from self.make_ready(part)
             yield part.done
             rt.record("partition_completed", proof=part.proof.id, partition=part.index)
+        except DesignError:
+            raise
         except SimgpuError as e:
             part.fail(e)
             if not part.proof.failed:
                 part.proof.failed = True
                 part.proof.reason = f"partition {part.index}: {e}"
             rt.record("partition_failed", proof=part.proof.id, partition=part.index, reason=str(e))
+            if isinstance(e, RunStopped):
+                raise
         finally:
             rt.free(part.host)
             part.host = None
@@ -152,6 +181,11 @@ class Daemon:
             self.rt.set_context(proof=part.proof.id, partition=part.index)
             try:
                 yield from self.design(self.rt, worker, part)
+            except DesignError:
+                raise  # a bug in the design stops the run; it is not a partition's failure
+            except RunStopped as e:
+                part.fail(e)
+                raise
             except OutOfMemory as e:
                 if part.attempts <= self.config.retries:
                     self.rt.record(

@@ -14,6 +14,7 @@ class Proof:
     partitions: int
     constraints: int
     submitted_at: float = 0.0
+    started: bool = False  # submitted to the daemon (the run may stop before it is)
     finished_at: float | None = None
     failed: bool = False
     reason: str = ""
