@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 
 from simgpu.config import PipelineConfig, Workload, read_config_table
-from simgpu.errors import DesignError, SimgpuError, UserError
+from simgpu.errors import DesignError, Interrupted, SimgpuError, UserError
 from simgpu.units import parse_count, parse_size, size_ladder
 
 # typer re-exports click's exceptions (recent releases vendor click); find their base
@@ -64,6 +64,8 @@ def reports_errors(fn):
             return fn(*args, **kwargs)
         except UserError as e:
             raise _fail(f"error: {e}", EXIT_BAD_INPUT) from None
+        except Interrupted as e:
+            raise _fail(str(e), EXIT_INTERRUPTED) from None
         except DesignError as e:
             raise _fail(f"design error: {e}", EXIT_BAD_INPUT) from None
         except SimgpuError as e:

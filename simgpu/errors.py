@@ -111,6 +111,10 @@ class DesignError(SimgpuError):
     does not hold).  A bug in the design, reported with the design's name."""
 
 
+class Interrupted(SimgpuError):
+    """The user stopped the command (Ctrl-C) before it had anything to report."""
+
+
 class RunStopped(SimgpuError):
     """The run is being stopped (Ctrl-C, or a deadlock found) while this task waited; the
     daemon fails what was in flight with this reason instead of proving on."""

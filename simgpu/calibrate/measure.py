@@ -25,11 +25,12 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from simgpu.workers import pool_of
 
 #: The epilogue takes milliseconds and varies by tens of percent from call to call: each
 #: repeat times it this often (on the same inputs), so that its mean is worth fitting.
@@ -161,9 +162,8 @@ def _stream(nbytes: int, seconds: float) -> float:
 
 def measure_membw(procs: int, nbytes: int = 256 << 20, seconds: float = 1.5) -> float:
     """Aggregate host memory bandwidth (GB/s) of `procs` processes streaming at once."""
-    import multiprocessing
 
-    with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with pool_of(procs) as pool:
         return float(sum(pool.map(_stream, [nbytes] * procs, [seconds] * procs)))
 
 
@@ -211,7 +211,6 @@ class Contention:
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
     """k syntheses at once for k in ks (each in its own process: CPU-bound Python), and
     prep / b_g2_msm alone and beside a full load of syntheses."""
-    import multiprocessing
 
     from simgpu.prover.circuits import CircuitSpec
     from simgpu.real.executor import HostData, ProverExecutor
@@ -220,9 +219,8 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
     cores = os.cpu_count() or 1
     membw = measure_membw(cores)
     log(f"  host memory bandwidth, {cores} processes: {membw:.1f} GB/s")
-    ctx = multiprocessing.get_context("spawn")
     times: dict[int, float] = {}
-    with ProcessPoolExecutor(max(ks), mp_context=ctx) as pool:
+    with pool_of(max(ks)) as pool:
         list(pool.map(_synth_task, [64] * max(ks), range(max(ks))))  # start the workers
         for k in ks:
             times[k] = statistics.mean(pool.map(_synth_task, [n] * k, range(k)))

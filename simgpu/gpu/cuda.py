@@ -184,12 +184,10 @@ def _compile_in_child(spec: tuple[str, tuple[str, ...]]) -> str:
 def precompile(specs: tuple[tuple[str, tuple[str, ...]], ...] = MODULES) -> None:
     """Compile modules in parallel processes (NVRTC takes tens of seconds for the curve
     kernels), filling CuPy's on-disk cache; load_module then finds them there."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from simgpu.workers import pool_of
 
     get_cupy()
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=len(specs), mp_context=ctx) as ex:
+    with pool_of(len(specs)) as ex:
         list(ex.map(_compile_in_child, specs))
     for spec in specs:
         load_module(*spec)

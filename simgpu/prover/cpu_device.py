@@ -25,8 +25,6 @@ import operator
 import os
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +42,7 @@ from simgpu.gpu.encoding import (
 )
 from simgpu.ledger import Allocation, Ledger, vram_ledger
 from simgpu.prover.device import DeviceBuffer, PeakMeter
+from simgpu.workers import pool_of
 
 if TYPE_CHECKING:
     from simgpu.prover.keys import ProvingKey
@@ -106,7 +105,7 @@ def fixed_base_mul(
         raw = _fixed_base_chunk(kind, base_bytes, scalars)
     else:
         chunks = np.array_split(np.asarray(scalars), workers * 4)
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as ex:
+        with pool_of(workers) as ex:
             parts = ex.map(_fixed_base_chunk, [kind] * len(chunks), [base_bytes] * len(chunks), chunks)
             raw = b"".join(parts)
     if kind == "g1":

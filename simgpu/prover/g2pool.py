@@ -14,9 +14,7 @@ scalars (a few MB) and gets back one point per chunk.
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import operator
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ import numpy as np
 from py_arkworks_bls12381 import G2Point, Scalar
 
 from simgpu.gpu.encoding import g2_from_bytes, scalars_of_limbs
+from simgpu.workers import spawn_pool, stop_pool
 
 _ONE = Scalar(1)
 #: This worker process's B query in G2, as arkworks points (set by _load).
@@ -60,16 +59,15 @@ class G2Pool:
 
     def __init__(self, key_path: str | Path, workers: int) -> None:
         self.workers = max(1, int(workers))
-        self._pool = ProcessPoolExecutor(
-            max_workers=self.workers,
-            mp_context=multiprocessing.get_context("spawn"),  # this process has threads and CUDA
-            initializer=_load,
-            initargs=(str(key_path),),
-        )
+        self._pool = spawn_pool(self.workers, _load, (str(key_path),))
         # Start the workers now, so that loading the key is not inside a measured stage:
         # a submit finding no idle worker spawns one, and each takes far longer to load
         # the key than these submits take to arrive.
-        sizes = {f.result() for f in [self._pool.submit(_ready) for _ in range(self.workers)]}
+        try:
+            sizes = {f.result() for f in [self._pool.submit(_ready) for _ in range(self.workers)]}
+        except BaseException:
+            stop_pool(self._pool)
+            raise
         if len(sizes) != 1:
             raise RuntimeError(f"b_g2_msm workers loaded different keys: {sorted(sizes)} points")
 
@@ -89,5 +87,9 @@ class G2Pool:
         make = G2Point.from_xy_bytes_unchecked_le
         return functools.reduce(operator.add, (make(f.result()) for f in jobs), G2Point.identity())
 
-    def close(self) -> None:
-        self._pool.shutdown(cancel_futures=True)
+    def close(self, stop: bool = False) -> None:
+        """Shut the pool down (`stop`: at once, its work abandoned)."""
+        if stop:
+            stop_pool(self._pool)
+        else:
+            self._pool.shutdown(cancel_futures=True)

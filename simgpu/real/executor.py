@@ -30,6 +30,7 @@ from simgpu.prover.memory_plan import ProverShape, prover_plan, prover_profile_d
 from simgpu.prover.setup import cached_keys, key_path
 from simgpu.prover.synthesis import synthesize, synthesize_timed
 from simgpu.sched.work import Partition
+from simgpu.workers import spawn_pool, stop_pool
 
 GPU_STAGES = ("prestage", "kernels")
 BACKENDS = ("cupy", "cpu")
@@ -167,20 +168,21 @@ class ProverExecutor:
         for b in self.backends:
             groth16.preload(self.pk, b)
         self._pool: ProcessPoolExecutor | None = None
-        # b_g2_msm's processes, one per core: concurrent MSMs share the cores, as the
-        # CPU threads of a native prover do, and none of them holds this process's GIL.
-        self.g2 = G2Pool(
-            key_path(spec, SETUP_SEED, settings.keys_dir), max(settings.b_g2_threads, os.cpu_count() or 1)
-        )
+        self.g2: G2Pool | None = None
         self._peaks = [0] * settings.devices
         self._peak_lock = threading.Lock()
         self.verified: dict[tuple[int, int], bool] = {}
         #: calibrate's hook: when set, each stage reports what it can time apart
         self.probe: StageProbe | None = None
         try:
+            # b_g2_msm's processes, one per core: concurrent MSMs share the cores, as the
+            # CPU threads of a native prover do, and none of them holds this process's GIL.
+            self.g2 = G2Pool(
+                key_path(spec, SETUP_SEED, settings.keys_dir), max(settings.b_g2_threads, os.cpu_count() or 1)
+            )
             self._warm_up()
         except BaseException:
-            self.close()  # no worker processes left behind by a card too small
+            self.close(stop=True)  # no worker processes left behind (a card too small, Ctrl-C)
             raise
         self.baseline = [b.used() for b in self.backends]
         plan = prover_plan(
@@ -275,20 +277,20 @@ class ProverExecutor:
 
     def pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            import multiprocessing
-
-            # spawn, not fork: this process has threads (and CUDA) that a fork would copy
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.settings.partition_workers,
-                mp_context=multiprocessing.get_context("spawn"),
-            )
+            self._pool = spawn_pool(self.settings.partition_workers)
         return self._pool
 
-    def close(self) -> None:
+    def close(self, stop: bool = False) -> None:
+        """Shut the worker processes down (`stop`: at once, their work abandoned)."""
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            if stop:
+                stop_pool(self._pool)
+            else:
+                self._pool.shutdown(cancel_futures=True)
             self._pool = None
-        self.g2.close()
+        if self.g2 is not None:
+            self.g2.close(stop)
+            self.g2 = None
 
     # ------------------------------------------------------------ stages
 

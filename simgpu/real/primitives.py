@@ -121,7 +121,9 @@ class RealLock(_Primitive):
             what = self._fifo.waiting_for()
             if self._fifo.request(ticket, threading.current_thread().name, (ctx, time.perf_counter())):
                 self._on_acquired(self.name, ctx, 0.0)
-        return _TicketWait(self._cond, self._stop, what, ticket, lambda: self._fifo.cancel(ticket))
+        wait = _TicketWait(self._cond, self._stop, what, ticket, lambda: self._fifo.cancel(ticket))
+        wait.waits_on = lambda: self._fifo.holder  # for the stuck-run report
+        return wait
 
     def release(self) -> None:
         with self._cond:

@@ -6,13 +6,37 @@ prints what `simgpu predict` prints, and `simgpu validate` can set them side by 
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from simgpu.config import PipelineConfig, Workload
+from simgpu.errors import Interrupted
 from simgpu.events import RunResult
 from simgpu.report.metrics import RunSummary, summarize
 from simgpu.sched.registry import Design
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """A `kill` (SIGTERM) stops a run the way Ctrl-C does: tasks unwind, the worker
+    processes are shut down and the report says what finished, instead of the process
+    dying with its pools' semaphores left behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass
@@ -39,14 +63,22 @@ def real_run(
         log(
             f"preparing the prover ({settings.backend}, {constraints:,} constraints): keys, warm-up proof ..."
         )
-    executor = ProverExecutor(spec, settings)
-    try:
-        rt = RealRuntime(
-            executor, cfg, Workload(f"groth16-n{constraints}", partitions, constraints), seed=cfg.seed
-        )
-        result = rt.run(design.fn)
-    finally:
-        executor.close()
+    with _terminate_as_interrupt():
+        try:
+            executor = ProverExecutor(spec, settings)
+        except KeyboardInterrupt:
+            raise Interrupted(
+                "interrupted by Ctrl-C while the prover was being set up: no proof was started"
+            ) from None
+        try:
+            rt = RealRuntime(
+                executor, cfg, Workload(f"groth16-n{constraints}", partitions, constraints), seed=cfg.seed
+            )
+            result = rt.run(design.fn)
+        except BaseException:
+            executor.close(stop=True)
+            raise
+        executor.close(stop=result.interrupted is not None)
     ok = executor.verified
     verification = {
         "partitions_verified": sum(1 for v in ok.values() if v),

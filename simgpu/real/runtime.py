@@ -37,9 +37,13 @@ from simgpu.real.primitives import (
 from simgpu.sched.base import RuntimeBase
 from simgpu.sched.daemon import Daemon
 from simgpu.sched.runtime import Proc
+from simgpu.sched.stuck import Wait, diagnose
 from simgpu.sched.work import Partition
 
 WATCHDOG_PERIOD = 0.5  # seconds between deadlock checks
+#: Seconds with nothing recorded and no stage running after which a run is a livelock (a
+#: design that never ends); every stage, lock and queue change records something.
+STALL_SECONDS = 300.0
 
 
 class StageExecutor(Protocol):
@@ -132,7 +136,10 @@ class RealTask(Waitable):
                     self.value = stop.value
                     return
                 if not isinstance(obj, Waitable):
-                    raise DesignError(f"task {self.name} yielded {obj!r}, which is not a runtime waitable")
+                    raise DesignError(
+                        f"task {self.name} yielded {obj!r}, which is not a runtime waitable (a lock's "
+                        "acquire(), a queue's put/get, rt.stage(...), rt.sleep(...), a task or an event)"
+                    )
                 self.waiting = obj
                 try:
                     send, exc = obj.wait(), None
@@ -143,7 +150,8 @@ class RealTask(Waitable):
                 obj = None
         except BaseException as e:
             self.error = e
-            if not isinstance(e, SimgpuError):
+            # A design's bug (or any error that is not the domain's) stops the run.
+            if isinstance(e, DesignError) or not isinstance(e, SimgpuError):
                 self.rt._crashed(self, e)
 
     def wait(self) -> Any:
@@ -170,10 +178,17 @@ class RealRuntime(RuntimeBase):
     """The runtime protocol on threads and a real prover.  Build one per run."""
 
     def __init__(
-        self, executor: StageExecutor, config: PipelineConfig, workload: Workload, seed: int = 0
+        self,
+        executor: StageExecutor,
+        config: PipelineConfig,
+        workload: Workload,
+        seed: int = 0,
+        stall_seconds: float = STALL_SECONDS,
     ) -> None:
         super().__init__(config, workload, seed, guard=threading.Lock())
         self.executor = executor
+        self.stall_seconds = stall_seconds
+        self._in_stage = 0
         self.stop = Stop()
         self._local = threading.local()
         self._t0 = time.perf_counter()
@@ -261,6 +276,8 @@ class RealRuntime(RuntimeBase):
         self._emit("stage_start", ctx, {"stage": name, "on": on, "device": device})
         start = self.now()
         err: OutOfMemory | None = None
+        with self._guard:
+            self._in_stage += 1
         try:
             out = self.executor.run_stage(name, part, device, inputs)
         except OutOfMemory as e:
@@ -276,6 +293,9 @@ class RealRuntime(RuntimeBase):
                 {"stage": name, "on": on, "device": device, "seconds": self.now() - start, "error": str(e)},
             )
             raise
+        finally:
+            with self._guard:
+                self._in_stage -= 1
         if err is not None:
             self._emit("oom", ctx, err.as_dict())
             self._emit(
@@ -298,34 +318,59 @@ class RealRuntime(RuntimeBase):
             self._crash = (task, error)
         self.stop.set(f"task {task.name} crashed: {type(error).__name__}: {error}")
 
-    def _deadlocked(self) -> dict[str, str] | None:
+    def _waits(self) -> list[Wait] | None:
+        """Every live task's wait, if every one of them is blocked (else None)."""
         live = [t for t in self.tasks if not t.done.is_set()]
         if not live:
             return None
-        waits = {}
+        waits = []
         for t in live:
             w = t.waiting
             if w is None or not w.blocking:
                 return None
-            waits[t.name] = w.what
+            on = w.name if isinstance(w, RealTask) else getattr(w, "waits_on", lambda: None)()
+            waits.append(Wait(t.name, w.what, on))
         return waits
 
+    def _stuck(self, waits: list[Wait], kind: str, cause: str = "") -> Deadlock:
+        cycle, roots = diagnose(waits)
+        return Deadlock(self.now(), {w.task: w.what for w in waits}, cycle, roots, kind=kind, cause=cause)
+
+    def _all_waits(self) -> list[Wait]:
+        out = []
+        for t in self.tasks:
+            if not t.done.is_set():
+                w = t.waiting
+                out.append(Wait(t.name, w.what if w is not None else "running", None))
+        return out
+
     def run(self, design: Callable[..., Proc]) -> RunResult:
+        """Run the daemon with `design` until every proof has ended, or the run is stopped:
+        a deadlock (every task blocked, twice in a row), a livelock (nothing recorded and no
+        stage running for `stall_seconds`), a crash, or Ctrl-C."""
         wall = time.perf_counter()
         daemon = Daemon(self, self.config, self.workload, design)
         main = self.spawn(daemon.run(), "daemon")
-        deadlock = None
+        stuck: Deadlock | None = None
         interrupted = None
-        suspect: dict[str, str] | None = None
+        suspect: list[Wait] | None = None
+        seen, quiet_since = len(self.records), time.perf_counter()
         try:
             while not main.done.wait(WATCHDOG_PERIOD):
-                waits = self._deadlocked()
+                if self._crash is not None:
+                    break
+                waits = self._waits()
                 if waits is not None and waits == suspect:
-                    deadlock = Deadlock(self.now(), waits)
-                    self.stop.set(str(deadlock))
+                    stuck = self._stuck(waits, "deadlock")
+                    self.stop.set(str(stuck))
                     break
                 suspect = waits
-                if self._crash is not None:
+                if len(self.records) != seen or self._in_stage:
+                    seen, quiet_since = len(self.records), time.perf_counter()
+                elif time.perf_counter() - quiet_since > self.stall_seconds:
+                    cause = f"nothing recorded and no stage running for {self.stall_seconds:g} s"
+                    stuck = self._stuck(self._all_waits(), "livelock", cause)
+                    self.stop.set(str(stuck))
                     break
         except KeyboardInterrupt:
             interrupted = "interrupted by Ctrl-C"
@@ -333,28 +378,32 @@ class RealRuntime(RuntimeBase):
         if self.stop.reason is not None:
             # let every task see the stop and unwind; running stages finish first
             for t in list(self.tasks):
-                try:
-                    t.thread.join()
-                except KeyboardInterrupt:
-                    pass
+                while t.thread.is_alive():
+                    try:
+                        t.thread.join()
+                    except KeyboardInterrupt:
+                        interrupted = interrupted or "interrupted by Ctrl-C"
         if self._crash is not None:
             task, error = self._crash
+            if isinstance(error, DesignError):
+                raise DesignError(str(error)) from None
             raise DesignError(f"task {task.name} raised {type(error).__name__}: {error}") from error
+        if self.stop.reason is not None:
+            daemon.abandon(f"not finished: {self.stop.reason}")
         self._sample()
         for t in list(self.tasks):  # every task has returned; let its thread finish too
             t.thread.join(timeout=5.0)
-        proofs = main.value if main.done.is_set() and main.error is None else []
         leaks = [
             f"{g.pool}: {g.live} bytes still allocated at the end"
             for g in self.vram
-            if g.live > 0 and deadlock is None and interrupted is None
+            if g.live > 0 and stuck is None and interrupted is None
         ]
         return self.result(
-            proofs or [],
+            daemon.proofs,
             self.vram,
             self.host,
             time.perf_counter() - wall,
-            deadlock=deadlock,
+            deadlock=stuck,
             leaks=leaks,
             interrupted=interrupted,
         )
