@@ -193,6 +193,10 @@ def load_toml(path: str | Path, what: str = "TOML file") -> dict[str, Any]:
         raise UserError(f"{what} not found: {p}") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{what} {p} is not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"{what} {p} is not UTF-8 text (byte {e.start}): TOML must be UTF-8") from None
+    except IsADirectoryError:
+        raise UserError(f"{what} {p} is a directory, not a file") from None
     except OSError as e:
         raise UserError(f"cannot read {what} {p}: {e.strerror}") from None
 

@@ -108,10 +108,10 @@ def test_a_share_of_the_interpreter_can_change_with_size():
     big = prof.resolve(8192).stages["kernels"].phases[0].uses
     assert small["gil"].bound == pytest.approx(0.5) and big["gil"].bound == pytest.approx(1 / 16)
     assert small["gpu"].bound + small["gil"].bound == pytest.approx(1.0)
-    # Below the sizes a law was meant for it would pass 1: the interpreter share is kept
-    # within [0, 1] and the GPU bound gets what it leaves.
-    tiny = prof.resolve(256).stages["kernels"].phases[0].uses
-    assert tiny["gil"].bound == 1.0 and tiny["gpu"].bound == 0.0
+    # Below the sizes the laws were meant for, the GPU's share would be negative: that is
+    # an error naming the law, not a share quietly clamped to 0.
+    with pytest.raises(UserError, match=r"uses.gpu.bound: law '1 - 512/n' gives -1 at n=256"):
+        prof.resolve(256)
     with pytest.raises(UserError, match="add up to more than 1"):
         tiny_profile(**{"stages.kernels": {"uses": {"gpu": {"bound": 0.8}, "gil": {"bound": 0.3}}}})
 

@@ -67,16 +67,43 @@ def _check_ast(node: ast.AST, names: set[str], text: str) -> None:
                 raise UserError(f"law {text!r}: only {', '.join(_FUNCS)} may be called")
         if isinstance(sub, ast.Name) and sub.id not in names and sub.id not in _FUNCS:
             raise UserError(f"law {text!r}: unknown name {sub.id!r}")
-        if isinstance(sub, ast.Constant) and not isinstance(sub.value, int | float):
+        if isinstance(sub, ast.Constant) and (
+            isinstance(sub.value, bool) or not isinstance(sub.value, int | float)
+        ):
             raise UserError(f"law {text!r}: only numbers are allowed")
+
+
+def _pow(a: float, b: float) -> float:
+    # Floats, not Python's exact integers: 2^2^40 must overflow at once, not fill memory.
+    return math.pow(a, b)
+
+
+class _FloatArithmetic(ast.NodeTransformer):
+    """A checked law's tree with its numbers as floats and `**` as a float power: the
+    value is the same, and no expression can ask for an integer of a billion digits."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.copy_location(ast.Constant(float(node.value)), node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Pow):
+            call = ast.Call(ast.Name("_pow", ast.Load()), [node.left, node.right], [])
+            return ast.copy_location(call, node)
+        return node
 
 
 @dataclass(frozen=True)
 class Law:
-    """A quantity as a function of the partition size: expression + coefficients."""
+    """A quantity as a function of the partition size: expression + coefficients.
+
+    Every quantity a profile states (seconds, bytes, a demand, a share) is a finite
+    number >= 0, so a law that evaluates to a negative or non-finite value is an error
+    naming where it is written, never clamped."""
 
     expr: str
     coeffs: Mapping[str, float] = field(default_factory=dict)
+    where: str = field(default="", compare=False)
 
     @cached_property
     def _code(self) -> Any:
@@ -84,18 +111,27 @@ class Law:
             # '^' reads as a power in a profile (2^27), as it does in parse_size.
             tree = ast.parse(self.expr.replace("^", "**"), mode="eval")
         except SyntaxError:
-            raise UserError(f"law {self.expr!r} is not a valid expression") from None
+            raise UserError(f"{self._at()}law {self.expr!r} is not a valid expression") from None
         _check_ast(tree, {"n", "N", *_CONSTS, *self.coeffs}, self.expr)
+        tree = ast.fix_missing_locations(_FloatArithmetic().visit(tree))
         return compile(tree, "<law>", "eval")
+
+    def _at(self) -> str:
+        return f"{self.where}: " if self.where else ""
 
     def __call__(self, n: int) -> float:
         N = 1 << max(0, (int(n) - 1).bit_length())
-        env = {"n": float(n), "N": float(N), **_CONSTS, **self.coeffs, **_FUNCS}
+        env = {"n": float(n), "N": float(N), **_CONSTS, **self.coeffs, **_FUNCS, "_pow": _pow}
         try:
-            value = eval(self._code, {"__builtins__": {}}, env)  # noqa: S307 - AST checked above
-        except (ZeroDivisionError, ValueError, OverflowError) as e:
-            raise UserError(f"law {self.expr!r} fails at n={n}: {e}") from None
-        return float(value)
+            value = float(eval(self._code, {"__builtins__": {}}, env))  # noqa: S307 - AST checked above
+        except (ZeroDivisionError, ValueError, OverflowError, TypeError) as e:
+            raise UserError(f"{self._at()}law {self.expr!r} fails at n={n:,}: {e}") from None
+        if not math.isfinite(value) or value < 0:
+            raise UserError(
+                f"{self._at()}law {self.expr!r} gives {value:g} at n={n:,}: "
+                "a time, a size or a share must be a finite number >= 0"
+            )
+        return value
 
     def validate(self) -> Law:
         _ = self._code
@@ -114,12 +150,14 @@ class Law:
         if isinstance(value, bool):
             raise UserError(f"{where}: expected a number or a law, got {value!r}")
         if isinstance(value, int | float):
-            return Law(repr(float(value)))
+            if not math.isfinite(value) or value < 0:
+                raise UserError(f"{where}: {value!r} must be a finite number >= 0")
+            return Law(repr(float(value)), where=where)
         if isinstance(value, str):
             try:
-                return Law(str(parse_size(value, where)))
+                return Law(str(parse_size(value, where)), where=where)
             except UserError:
-                return Law(value).validate()
+                return Law(value, where=where).validate()
         if isinstance(value, dict):
             if "law" not in value:
                 raise UserError(f"{where}: a law table needs a 'law' key")
@@ -127,10 +165,12 @@ class Law:
             for k, v in value.items():
                 if k == "law":
                     continue
-                if isinstance(v, bool) or not isinstance(v, int | float):
-                    raise UserError(f"{where}: coefficient {k} must be a number")
+                if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                    raise UserError(f"{where}: coefficient {k} must be a finite number, got {v!r}")
                 coeffs[k] = float(v)
-            return Law(str(value["law"]), coeffs).validate()
+            if not isinstance(value["law"], str):
+                raise UserError(f"{where}: law must be a string expression, got {value['law']!r}")
+            return Law(value["law"], coeffs, where=where).validate()
         raise UserError(f"{where}: expected a number or a law, got {value!r}")
 
 
@@ -150,8 +190,10 @@ class PointsLaw:
     def __call__(self, n: int) -> float:
         pts = self.points
         if self.beyond is not None and not pts[0][0] <= n <= pts[-1][0]:
-            return max(0.0, self.beyond(n))
-        if len(pts) == 1:
+            return self.beyond(n)
+        if len(pts) == 1 or n < pts[0][0] and pts[1][1] > pts[0][1]:
+            # below a rising first segment, or from one point: in proportion to the size
+            # (a straight line down would cross zero before n does)
             return pts[0][1] * n / pts[0][0]
         i = 1
         while i < len(pts) - 1 and n > pts[i][0]:
@@ -159,7 +201,7 @@ class PointsLaw:
         (x0, y0), (x1, y1) = pts[i - 1], pts[i]
         if (n > x1 or n < x0) and y1 <= y0:
             return y1 if n > x1 else y0
-        return max(0.0, y0 + (y1 - y0) * (n - x0) / (x1 - x0))
+        return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
 
     @staticmethod
     def parse(value: Any, where: str, beyond: Any = None) -> PointsLaw:
@@ -174,6 +216,8 @@ class PointsLaw:
             raise UserError(f"{where}: points must be [[n, value], ...]") from None
         if not pts or len({p[0] for p in pts}) != len(pts) or pts[0][0] <= 0:
             raise UserError(f"{where}: points need distinct positive sizes")
+        if not all(math.isfinite(x) and math.isfinite(y) and y >= 0 for x, y in pts):
+            raise UserError(f"{where}: point values must be finite numbers >= 0")
         return PointsLaw(pts, law)
 
 

@@ -137,7 +137,7 @@ class Profile:
         return wl
 
     def resolve(self, n: int) -> Resolved:
-        sizes = {name: max(0, int(round(law(n)))) for name, law in self.buffers.items()}
+        sizes = {name: int(round(law(n))) for name, law in self.buffers.items()}
 
         def sized(names: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
             return tuple((b, sizes[b]) for b in names)
@@ -147,7 +147,7 @@ class Profile:
             phases = tuple(
                 ResolvedPhase(
                     ph.name,
-                    max(0.0, ph.time(n)),
+                    ph.time(n),
                     sized(ph.transient),
                     ph.release,
                     uses_at(ph.uses if ph.uses is not None else st.uses, n, f"[stages.{st.name}] {ph.name}"),
@@ -226,7 +226,7 @@ def uses_at(uses: Mapping[str, UseLaw], n: int, where: str, strict: bool = False
         use = law.at(n)
         if strict and (use.demand < 0 or not 0 <= use.bound <= 1):
             raise UserError(f"{where}.{res}: demand >= 0 and 0 <= bound <= 1 required")
-        out[res] = Use(max(0.0, use.demand), min(1.0, max(0.0, use.bound)))
+        out[res] = Use(use.demand, min(1.0, use.bound))
     total = sum(u.bound for u in out.values())
     if total > 1.0 + 1e-9:
         if strict:
