@@ -172,6 +172,8 @@ def writable(path: Path | None, what: str, suffixes: tuple[str, ...] = ()) -> Pa
     text = str(path)
     if not text.strip():
         raise UserError(f"{what}: the path is empty")
+    if "\x00" in text:
+        raise UserError(f"{what}: the path holds a NUL byte")
     if path.is_dir():
         raise UserError(f"{what} {text}: is a directory; give a file name")
     parent = path.parent if str(path.parent) else Path(".")
@@ -213,9 +215,10 @@ def _stuck(doc: dict[str, Any]) -> bool:
     return bool(doc.get("deadlock"))
 
 
-def _positive(value: int, what: str) -> int:
-    if value < 1:
-        raise UserError(f"{what}: must be at least 1, got {value}")
+def _positive(value: int, what: str, most: int | None = None) -> int:
+    if value < 1 or (most is not None and value > most):
+        limit = f"in 1..{most:,}" if most is not None else "at least 1"
+        raise UserError(f"{what}: must be {limit}, got {value:,}")
     return value
 
 
@@ -261,9 +264,7 @@ def predict(
     from simgpu.report.table import print_table
     from simgpu.sched.registry import resolve_design
 
-    _positive(runs, "--runs")
-    if runs > MAX_RUNS:
-        raise UserError(f"--runs: at most {MAX_RUNS:,}, got {runs:,}")
+    _positive(runs, "--runs", MAX_RUNS)
     _outputs(trace, plot)
     prof = load_profile(find_profile(profile))
     cfg = pipeline_config(
@@ -403,6 +404,7 @@ def validate(
     """Predict and run the same configuration; print them side by side."""
     import json
 
+    from simgpu.model.montecarlo import MAX_RUNS
     from simgpu.model.montecarlo import predict as run_predict
     from simgpu.profile import find_profile, load_profile
     from simgpu.prover import B_G2_THREADS
@@ -412,7 +414,7 @@ def validate(
     from simgpu.report.document import build_document, json_safe, meta_of
     from simgpu.sched.registry import resolve_design
 
-    _positive(runs, "--runs")
+    _positive(runs, "--runs", MAX_RUNS)
     prof = load_profile(find_profile(profile))
     cfg = pipeline_config(
         config,
@@ -499,8 +501,8 @@ def calibrate(
     from simgpu.prover import B_G2_THREADS
     from simgpu.real.executor import ProverSettings
 
-    _positive(repeats, "--repeats")
-    _positive(partitions, "--partitions")
+    _positive(repeats, "--repeats", 1000)
+    _positive(partitions, "--partitions", 10_000)
     writable(out, "--out", (".toml",))
     ladder = size_ladder(sizes)
     settings = ProverSettings(

@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
-from simgpu.config import PipelineConfig
+from simgpu.config import PipelineConfig, Workload
 from simgpu.events import RunResult
 from simgpu.model.sim import SimRuntime
 from simgpu.profile import Profile, load_profile, profile_from_dict
+from simgpu.prover.circuits import CircuitSpec
+from simgpu.prover.memory_plan import prover_profile_dict
+from simgpu.real.executor import ProverExecutor, ProverSettings
 from simgpu.report.metrics import RunSummary, summarize
 from simgpu.sched.registry import resolve_design
 
@@ -41,8 +44,6 @@ def simulate(profile: Profile, design: str, seed: int = 0, **config: Any) -> tup
     cfg = PipelineConfig().with_overrides(**config)
     wl = profile.workload()
     if cfg.partitions or cfg.constraints:
-        from simgpu.config import Workload
-
         wl = Workload(wl.name, cfg.partitions or wl.partitions, cfg.constraints or wl.constraints)
     rt = SimRuntime(profile, cfg, wl, seed=seed)
     result = rt.run(resolve_design(design).fn)
@@ -66,3 +67,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# --------------------------------------------------------------------- the real prover (CPU)
+
+#: The circuit the CPU-backend tests prove: 64 constraints, milliseconds a stage.
+SPEC = CircuitSpec(log_constraints=6)
+
+
+def make_executor(keys_dir, vram_limit=None) -> ProverExecutor:
+    """The real prover on the CPU backend, keys cached in `keys_dir`."""
+    return ProverExecutor(
+        SPEC,
+        ProverSettings(
+            backend="cpu", partition_workers=2, b_g2_threads=1, keys_dir=keys_dir, vram_limit=vram_limit
+        ),
+    )
+
+
+def sim_run(ex, design, vram=None, **config):
+    """The model of this very prover: footprints from its memory plan, VRAM as measured."""
+    hw = ex.hardware() | {"vram_resident": ex.baseline[0]}
+    if vram is not None:
+        hw["vram"] = vram
+    data = prover_profile_dict(
+        ex.plan,
+        name="cpu-prover",
+        hardware=hw,
+        workload={"name": "w", "partitions": 2, "constraints": SPEC.constraints},
+        times={"kernels": {"h_msm": 0.01}},
+    )
+    prof = profile_from_dict(data)
+    # the model books the plan's resident buffers on top of the measured baseline, which
+    # already holds them: take them back out
+    data["hardware"]["vram_resident"] = ex.baseline[0]
+    prof = profile_from_dict(data)
+    cfg = PipelineConfig(proofs=2, concurrency=2, partition_workers=2).with_overrides(**config)
+    fn = design if callable(design) else resolve_design(design).fn
+    return SimRuntime(prof, cfg, prof.workload()).run(fn)

@@ -6,20 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, SPEC, make_executor, sim_run
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.events import partition_sequence
-from simgpu.model.sim import SimRuntime
-from simgpu.profile import profile_from_dict
-from simgpu.prover.circuits import CircuitSpec
-from simgpu.prover.memory_plan import prover_profile_dict
-from simgpu.real.executor import ProverExecutor, ProverSettings
 from simgpu.real.runtime import RealRuntime
 from simgpu.report.metrics import summarize
 from simgpu.sched.registry import resolve_design
 
-SPEC = CircuitSpec(log_constraints=6)
 DESIGNS = ["serial", "single-lock", "two-lock", "two-lock-reserve", "split-finalizer"]
 OOM_DESIGN = f"{Path(__file__).parent / 'designs' / 'oom_recover.py'}:kernels_beside_a_prestage"
 
@@ -27,15 +21,6 @@ OOM_DESIGN = f"{Path(__file__).parent / 'designs' / 'oom_recover.py'}:kernels_be
 @pytest.fixture(scope="module")
 def keys_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("keys")
-
-
-def make_executor(keys_dir, vram_limit=None) -> ProverExecutor:
-    return ProverExecutor(
-        SPEC,
-        ProverSettings(
-            backend="cpu", partition_workers=2, b_g2_threads=1, keys_dir=keys_dir, vram_limit=vram_limit
-        ),
-    )
 
 
 @pytest.fixture(scope="module")
@@ -49,27 +34,6 @@ def real_run(ex, design, **config):
     cfg = PipelineConfig(proofs=2, concurrency=2, partition_workers=2).with_overrides(**config)
     rt = RealRuntime(ex, cfg, Workload("w", 2, SPEC.constraints))
     return rt.run(resolve_design(design).fn)
-
-
-def sim_run(ex, design, vram=None, **config):
-    """The model of this very prover: footprints from its memory plan, VRAM as measured."""
-    hw = ex.hardware() | {"vram_resident": ex.baseline[0]}
-    if vram is not None:
-        hw["vram"] = vram
-    data = prover_profile_dict(
-        ex.plan,
-        name="cpu-prover",
-        hardware=hw,
-        workload={"name": "w", "partitions": 2, "constraints": SPEC.constraints},
-        times={"kernels": {"h_msm": 0.01}},
-    )
-    prof = profile_from_dict(data)
-    # the model books the plan's resident buffers on top of the measured baseline, which
-    # already holds them: take them back out
-    data["hardware"]["vram_resident"] = ex.baseline[0]
-    prof = profile_from_dict(data)
-    cfg = PipelineConfig(proofs=2, concurrency=2, partition_workers=2).with_overrides(**config)
-    return SimRuntime(prof, cfg, prof.workload()).run(resolve_design(design).fn)
 
 
 @pytest.mark.parametrize("design", DESIGNS)

@@ -23,6 +23,7 @@ and stages refer to it by name.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -320,26 +321,37 @@ def _stage(name: str, t: dict[str, Any], buffers: Mapping[str, Law]) -> StageSpe
     return spec
 
 
+def _rate(t: dict[str, Any], key: str) -> float:
+    """A bandwidth in GB/s: a finite number > 0."""
+    v = t[key]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not (0 < v < math.inf):
+        raise UserError(f"profile: [hardware] {key} must be a finite number of GB/s > 0, got {v!r}")
+    return float(v)
+
+
 def _hardware(t: Any) -> Hardware:
     if not isinstance(t, dict):
         raise UserError("profile: missing [hardware]")
     try:
+        cores = t["cpu_cores"]
+        if isinstance(cores, bool) or not isinstance(cores, int) or not 1 <= cores <= 1 << 20:
+            raise UserError(f"profile: [hardware] cpu_cores must be a whole number >= 1, got {cores!r}")
         hw = Hardware(
             gpu=str(t.get("gpu", "unknown GPU")),
             vram=parse_size(t["vram"], "[hardware] vram"),
             vram_resident=Law.parse(t.get("vram_resident", 0), "[hardware] vram_resident"),
-            cpu_cores=int(t["cpu_cores"]),
+            cpu_cores=cores,
             host_ram=parse_size(t["host_ram"], "[hardware] host_ram"),
             host_resident=parse_size(t.get("host_resident", 0), "[hardware] host_resident"),
-            membw_gbps=float(t["membw_gbps"]),
-            h2d_gbps=float(t["h2d_gbps"]),
+            membw_gbps=_rate(t, "membw_gbps"),
+            h2d_gbps=_rate(t, "h2d_gbps"),
         )
     except KeyError as e:
         raise UserError(f"profile: [hardware] needs {e.args[0]}") from None
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise UserError(f"profile: [hardware] has a bad value: {e}") from None
-    if hw.cpu_cores < 1 or hw.membw_gbps <= 0 or hw.h2d_gbps <= 0:
-        raise UserError("profile: [hardware] cores and bandwidths must be positive")
+    if hw.vram <= 0 or hw.host_ram <= 0:
+        raise UserError("profile: [hardware] vram and host_ram must be positive")
     return hw
 
 

@@ -37,6 +37,9 @@ BACKENDS = ("cupy", "cpu")
 #: The CPU backend's largest partition: its H computation is the kernels' Python-integer
 #: reference, about a second at 2^12 and a minute at 2^16.
 MAX_CPU_CONSTRAINTS = 1 << 16
+#: The most chunks one b_g2_msm may be split over (its pool has at least that many
+#: processes: one per core is the point, hundreds would only thrash).
+MAX_B_G2_THREADS = 256
 SETUP_SEED = 20260601
 
 
@@ -127,17 +130,18 @@ class ProverSettings:
         work: an unknown backend, no GPU for cupy, a circuit too large for the CPU backend."""
         if self.backend not in BACKENDS:
             raise UserError(f"--backend {self.backend!r}: unknown (known: {', '.join(BACKENDS)})")
-        if (
-            isinstance(self.b_g2_threads, bool)
-            or not isinstance(self.b_g2_threads, int)
-            or self.b_g2_threads < 1
-        ):
-            raise UserError(f"--b-g2-threads: must be a whole number >= 1, got {self.b_g2_threads!r}")
+        k = self.b_g2_threads
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_B_G2_THREADS:
+            raise UserError(f"--b-g2-threads: must be a whole number in 1..{MAX_B_G2_THREADS}, got {k!r}")
         if self.backend == "cpu" and constraints > MAX_CPU_CONSTRAINTS:
             raise UserError(
                 f"--constraints {constraints:,}: the CPU backend proves at most {MAX_CPU_CONSTRAINTS:,} "
                 "constraints per partition (its NTT is a Python reference); use --backend cupy on a GPU"
             )
+        try:
+            self.keys_dir.mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as e:
+            raise UserError(f"--keys-dir {self.keys_dir}: cannot be a directory of keys ({e})") from None
         if self.backend == "cupy":
             from simgpu.prover.cupy_device import cupy_device_available
 
