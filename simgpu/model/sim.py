@@ -21,6 +21,7 @@ from simgpu.config import PipelineConfig, Workload
 from simgpu.errors import Deadlock, DesignError, OutOfMemory, SimgpuError, UserError
 from simgpu.events import LockStats, Record, RunResult
 from simgpu.ledger import Allocation, Ledger, host_ledger, vram_ledger
+from simgpu.model import hostmem
 from simgpu.model.contention import FluidShare
 from simgpu.model.primitives import Signal, SimLock, SimQueue, SimSemaphore
 from simgpu.profile import Profile, ResolvedStage
@@ -102,7 +103,14 @@ class SimRuntime:
         for d in range(config.devices):
             capacity[("gpu", d)] = 1.0
             capacity[("h2d", d)] = hw.h2d_gbps
-        self.fluid = FluidShare(self.env, capacity, bursty=frozenset({"gil"}))
+        self.fluid = FluidShare(
+            self.env,
+            capacity,
+            bursty=frozenset({"gil"}),
+            through=hostmem.links(config.devices),
+            thrash=hostmem.thrashing(profile, config.devices),
+            conserved=hostmem.conserved(profile, config.devices),
+        )
         self.rng = random.Random(seed)
         self.records: list[Record] = []
         self._locks: dict[tuple[str, int], SimLock] = {}
@@ -228,6 +236,9 @@ class SimRuntime:
     def partition_estimate(self, part: Partition) -> int:
         return self.resolved.partition_estimate
 
+    def partition_release_at_gpu_start(self, part: Partition) -> int:
+        return self.resolved.release_at_gpu_start
+
     def record(self, event: str, **fields: Any) -> None:
         ctx = self._ctx.get(self.env.active_process, {})
         self._emit(event, ctx, fields)
@@ -313,6 +324,12 @@ class SimRuntime:
                             f"{name}: {producer} {ph.name}",
                         )
                     self._release_host(part, pst.host_release)
+                pageable = self.profile.hardware.h2d_pageable_gbps
+                if pageable is not None:
+                    # ... and the copy is from pageable memory, not a pinned staging buffer.
+                    nbytes = sum(size for _, size in missing)
+                    work, uses = hostmem.pageable_upload(nbytes, pageable, device)
+                    yield self.fluid.submit(work * noise, uses, f"{name}: pageable upload")
             for i, ph in enumerate(st.phases):
                 phase_temps = [dev.alloc(size, buf, **where) for buf, size in ph.transient]
                 temps.extend(phase_temps)

@@ -59,6 +59,9 @@ class Resolved:
     stages: Mapping[str, ResolvedStage]
     partition_estimate: int
     vram_resident: int = 0
+    #: Of partition_estimate, what the daemon gives back when the partition's GPU work
+    #: starts (its a, b, c are on the device by then); the rest when the partition ends.
+    release_at_gpu_start: int = 0
 
     def producer_of(self, buffer: str) -> str | None:
         for st in self.stages.values():
