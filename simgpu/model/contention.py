@@ -89,16 +89,19 @@ def shared_factor(draws: list[tuple[float, float]], capacity: float) -> float:
     """The common stretch f of the bound fractions at which jobs drawing (demand, bound)
     use exactly `capacity`: the root of sum d / (1 - m + m f) = capacity, f >= 1.
 
-    The left side falls and is convex in f, so Newton's method from f = 1 climbs to the
-    root from below without overshooting."""
+    The left side falls and is convex in f, so Newton's method climbs to the root from
+    below without overshooting; it starts at the proportional law's factor (total bound
+    demand / room), which is never above the root (1 - m + m f <= f) and is the root when
+    every bound is 1."""
     fixed = sum(d for d, m in draws if m <= 0.0)
     bound = [(d, m) for d, m in draws if m > 0.0]
     room = capacity - fixed
-    if not bound or sum(d for d, _ in bound) <= room:
+    total = sum(d for d, _ in bound)
+    if not bound or total <= room:
         return 1.0
     if room <= 0.0:
         return MAX_FACTOR
-    f = 1.0
+    f = total / room
     for _ in range(60):
         g = -room
         dg = 0.0
@@ -108,7 +111,7 @@ def shared_factor(draws: list[tuple[float, float]], capacity: float) -> float:
             dg -= d * m / (s * s)
         step = g / dg
         f -= step
-        if -step <= 1e-12 * f:
+        if -step <= 1e-10 * f:
             break
         if f >= MAX_FACTOR:
             return MAX_FACTOR
@@ -137,6 +140,9 @@ class FluidShare:
             if res not in self.capacity or other not in self.capacity:
                 raise KeyError(f"through: unknown resource {res!r} or {other!r}")
         self.load: dict[Hashable, float] = dict.fromkeys(self.capacity, 0.0)
+        # per conserved resource, bound fraction -> the demand of the running jobs with it:
+        # jobs of one stage share a bound, so the factor's equation has a few terms only
+        self._draws: dict[Hashable, dict[float, float]] = {r: {} for r in conserved}
         self.active: list[Job] = []
         self._last = 0.0
         self._token = 0
@@ -165,11 +171,19 @@ class FluidShare:
     def _add_load(self, job: Job, sign: float) -> None:
         load = self.load
         through = self.through
-        for res, demand, _ in job.uses:
+        for res, demand, bound in job.uses:
             load[res] += sign * demand
             other = through.get(res)
             if other is not None:
                 load[other] += sign * demand
+            for r in (res, other):
+                groups = self._draws.get(r)
+                if groups is not None:
+                    left = groups.get(bound, 0.0) + sign * demand
+                    if left > 1e-9:
+                        groups[bound] = left
+                    else:
+                        groups.pop(bound, None)
 
     def _advance(self) -> None:
         now = self.env.now
@@ -196,23 +210,11 @@ class FluidShare:
         factor = dict.fromkeys(load, 1.0)
         if not over:
             return factor
-        for r, c in list(over.items()):
-            if r not in self.conserved:
-                factor[r] = load[r] / c
-                del over[r]
-        if not over:
-            return factor
-        draws: dict[Hashable, list[tuple[float, float]]] = {r: [] for r in over}
-        through = self.through
-        for job in self.active:
-            for res, demand, bound in job.uses:
-                if res in draws:
-                    draws[res].append((demand, bound))
-                other = through.get(res)
-                if other in draws:
-                    draws[other].append((demand, bound))
         for r, c in over.items():
-            factor[r] = shared_factor(draws[r], c)
+            if r in self.conserved:
+                factor[r] = shared_factor([(d, m) for m, d in self._draws[r].items()], c)
+            else:
+                factor[r] = load[r] / c
         return factor
 
     def _reschedule(self) -> None:
