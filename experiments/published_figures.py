@@ -160,7 +160,7 @@ FIGURES: list[Figure] = [
             "missed: the model's race needs a third worker to pre-stage in the last 1.5 s of "
             "another's kernels while a second waits; once the slow fallbacks keep the GPU busy "
             "that happens only at the first burst of a proof that arrives at an idle device "
-            "(docs/validation.md)"
+            "(see 'The miss' in docs/validation.md)"
         ),
         documented=(0.08, 0.26),
     ),
