@@ -1,12 +1,18 @@
 """The pipeline configuration (cuzk-style keys) and the parsing of sizes.
 
 The keys mirror cuzk's daemon TOML where cuzk has one, so a user can point simgpu at the
-same file they give the daemon:
+same file they give the daemon.  Every cuzk key is one of three kinds (README's
+configuration section lists them all):
 
-    [gpus]      devices, gpu_workers_per_device, gpu_threads
-    [synthesis] partition_workers, threads
-    [pipeline]  max_gpu_queue_depth, synthesis_concurrency
-    [memory]    total_budget, safety_margin
+* modelled: it sets what the model runs (``[gpus] devices``, ``gpu_workers_per_device``;
+  ``[synthesis] partition_workers`` and its later name ``[pipeline]
+  max_parallel_synthesis``; ``[pipeline] max_gpu_queue_depth``; ``[memory]
+  total_budget``, ``safety_margin``);
+* accepted with no effect on the model, because it changes nothing simgpu models
+  (addresses, logging, parameter paths, SRS eviction after idle minutes...);
+* refused unless at cuzk's default, with a message saying why, because it changes
+  something the profile's numbers do not cover (thread pools, cross-sector batching, the
+  pre-Phase 7 pipelines).
 
 plus simgpu's own: [workload] (circuit size, partitions), [run] (proofs, concurrency,
 arrival rate, seed, retries) and [hardware] overrides (vram).  Command-line flags
@@ -36,7 +42,6 @@ class PipelineConfig:
     # [gpus]
     devices: int = 1
     gpu_workers_per_device: int = 2
-    gpu_threads: int = 0  # CPU threads of the b_g2_msm pool; 0 = the profile's default
     # [synthesis] / [pipeline]
     partition_workers: int = 10
     max_gpu_queue_depth: int = 0  # 0 = unbounded, as in cuzk
@@ -67,7 +72,6 @@ class PipelineConfig:
             ("concurrency", self.concurrency, 1, LIMITS["proofs"]),
             ("max_gpu_queue_depth", self.max_gpu_queue_depth, 0, LIMITS["partitions"]),
             ("retries", self.retries, 0, LIMITS["retries"]),
-            ("gpu_threads", self.gpu_threads, 0, LIMITS["workers"]),
             ("seed", self.seed, 0, 2**63 - 1),
         ]
         if self.partitions is not None:
@@ -102,13 +106,13 @@ class PipelineConfig:
         return replace(self, **clean).validate()
 
 
-# (section, key) in the TOML -> (field, parser)
+# (section, key) in the TOML -> (field, parser): the keys the model carries.
 _TOML_KEYS: dict[tuple[str, str], tuple[str, Any]] = {
     ("gpus", "devices"): ("devices", "devices"),
     ("gpus", "gpu_workers_per_device"): ("gpu_workers_per_device", int),
-    ("gpus", "gpu_threads"): ("gpu_threads", int),
     ("synthesis", "partition_workers"): ("partition_workers", int),
-    ("pipeline", "synthesis_concurrency"): ("partition_workers", int),
+    # cuzk's later name for the same cap on partition syntheses running at once (0 = 18)
+    ("pipeline", "max_parallel_synthesis"): ("partition_workers", "parallel_synthesis"),
     ("pipeline", "max_gpu_queue_depth"): ("max_gpu_queue_depth", int),
     ("memory", "total_budget"): ("total_budget", "budget"),
     ("memory", "safety_margin"): ("safety_margin", "size"),
@@ -123,23 +127,43 @@ _TOML_KEYS: dict[tuple[str, str], tuple[str, Any]] = {
     ("run", "retries"): ("retries", int),
     ("run", "retry_backoff"): ("retry_backoff", float),
 }
-# cuzk keys that exist but do not change what simgpu models; accepted and ignored.
-_IGNORED = {
-    ("daemon", "listen"),
-    ("daemon", "status_listen"),
-    ("memory", "eviction_min_idle"),
-    ("synthesis", "threads"),
-    ("scheduler", "max_batch_size"),
-    ("scheduler", "max_batch_wait_ms"),
-    ("scheduler", "sort_by_type"),
-    ("pipeline", "enabled"),
-    ("pipeline", "synthesis_lookahead"),
-    ("pipeline", "slot_size"),
-    ("srs", "param_cache"),
-    ("srs", "preload"),
-    ("logging", "level"),
-    ("logging", "format"),
+# cuzk keys that change nothing simgpu models: accepted, no effect (the reason each).
+NO_EFFECT: dict[tuple[str, str], str] = {
+    ("daemon", "listen"): "an address",
+    ("daemon", "status_listen"): "an address",
+    ("logging", "level"): "logging",
+    ("logging", "format"): "logging",
+    ("srs", "param_cache"): "a path; the SRS is the profile's resident host memory",
+    ("srs", "preload"): "deprecated in cuzk (the SRS loads on demand); resident in the profile",
+    ("memory", "eviction_min_idle"): "SRS and PCE stay resident through a run (never idle that long)",
+    ("memory", "pinned_budget"): "deprecated in cuzk, ignored there too",
+    ("memory", "working_memory_budget"): "deprecated in cuzk, ignored there too",
+    ("scheduler", "sort_by_type"): "one proof type per run",
+    ("scheduler", "max_batch_wait_ms"): "matters only with cross-sector batching (max_batch_size > 1)",
+    ("pipeline", "synthesis_lookahead"): "cuzk sizes that channel from the budget (>= its partition count)",
 }
+# cuzk keys simgpu accepts only at cuzk's default: (default, why other values are refused).
+AT_DEFAULT_ONLY: dict[tuple[str, str], tuple[Any, str]] = {
+    ("gpus", "gpu_threads"): (
+        0,
+        "the profile's b_g2_msm and prep times hold for cuzk's default pool (all cores); "
+        "other pool sizes are not modelled",
+    ),
+    ("synthesis", "threads"): (
+        0,
+        "the profile's synthesis times hold for cuzk's default rayon pool; other sizes are not modelled",
+    ),
+    ("scheduler", "max_batch_size"): (1, "cross-sector batching (proofs sharing a GPU pass) is not modelled"),
+    ("pipeline", "enabled"): (True, "the unpipelined (monolithic) prover is not modelled"),
+    ("pipeline", "slot_size"): (0, "the Phase 6 slotted pipeline is not modelled (simgpu models Phase 7+)"),
+    ("pipeline", "synthesis_concurrency"): (
+        1,
+        "several whole-proof syntheses at once (cuzk's per-proof path) is not modelled; "
+        "partition_workers sets the per-partition pipeline's parallelism",
+    ),
+}
+#: cuzk's default for max_parallel_synthesis = 0.
+_PARALLEL_SYNTHESIS_DEFAULT = 18
 
 
 def _convert(section: str, key: str, value: Any, how: Any) -> Any:
@@ -150,6 +174,9 @@ def _convert(section: str, key: str, value: Any, how: Any) -> Any:
         return parse_count(value, where, 1)
     if how == "budget":
         return None if value == "auto" else parse_size(value, where)
+    if how == "parallel_synthesis":
+        n = _convert(section, key, value, int)
+        return _PARALLEL_SYNTHESIS_DEFAULT if n == 0 else n
     if how == "devices":
         # cuzk lists GPU ordinals; simgpu only needs how many.
         if isinstance(value, list):
@@ -174,12 +201,26 @@ def read_config_table(data: dict[str, Any], source: str = "config") -> dict[str,
         if not isinstance(table, dict):
             raise UserError(f"{source}: top-level key {section!r} must be a [section]")
         for key, value in table.items():
-            if (section, key) in _IGNORED:
+            where = (section, key)
+            if where in NO_EFFECT:
                 continue
-            if (section, key) not in _TOML_KEYS:
+            if where in AT_DEFAULT_ONLY:
+                default, why = AT_DEFAULT_ONLY[where]
+                if value != default or type(value) is not type(default):
+                    raise UserError(
+                        f"{source}: [{section}] {key} = {value!r}: {why} (remove it or use {default!r})"
+                    )
+                continue
+            if where not in _TOML_KEYS:
                 raise UserError(f"{source}: unknown key [{section}] {key}")
-            name, how = _TOML_KEYS[(section, key)]
-            out[name] = _convert(section, key, value, how)
+            name, how = _TOML_KEYS[where]
+            converted = _convert(section, key, value, how)
+            if name in out and out[name] != converted:
+                raise UserError(
+                    f"{source}: [{section}] {key} = {value!r} contradicts another key setting {name} "
+                    f"to {out[name]!r} (they set the same thing: give one)"
+                )
+            out[name] = converted
     return out
 
 

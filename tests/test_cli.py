@@ -23,15 +23,15 @@ def predict_json(*args: str) -> dict:
 
 
 def test_the_readme_command_predicts_the_phase_10_oom():
-    r = invoke("predict", "--design", "two-lock", "--vram", "16G")
+    r = invoke("predict", "--design", "two-lock", "--vram", "16G", "--gpu-workers", "3", "--runs", "40")
     assert r.exit_code == 0, r.output
-    assert "OOM event" in r.stdout
+    assert "OOM event" in r.stdout and "OOM risk" in r.stdout
     assert "stage kernels, worker gpu0.w" in r.stdout
-    assert "requested 8.00 GiB for d_bc, free 7.50 GiB" in r.stdout
+    assert "requested 4.00 GiB for d_a, free 3.50 GiB" in r.stdout
 
 
 def test_json_schema():
-    doc = predict_json("--design", "two-lock", "--runs", "3")
+    doc = predict_json("--design", "two-lock", "--gpu-workers", "3", "--runs", "3")
     assert doc["schema"] == "simgpu.report/1" and doc["mode"] == "predict"
     assert doc["design"] == "two-lock" and doc["profile"] == "seed-rtx5070ti"
     assert doc["workload"] == {"name": "porep-32g", "partitions": 10, "constraints": 130278869}
@@ -40,10 +40,10 @@ def test_json_schema():
     assert set(doc["latency_s"]) >= {"p50", "p95"}
     (dev,) = doc["devices"]
     assert set(dev) >= {"device", "busy_frac", "peak_vram_bytes", "oom_events", "vram_bytes"}
-    assert dev["vram_bytes"] == 16 << 30 and dev["oom_events"] >= 3
+    assert dev["vram_bytes"] == 16 << 30 and dev["oom_events"] >= 1
     assert set(doc["host"]) >= {"peak_rss_bytes", "oom", "ram_bytes"}
     risk = doc["oom_risk"]
-    assert risk["runs"] == 3 and risk["p"] == 1.0 and len(risk["ci95"]) == 2
+    assert risk["runs"] == 3 and 0 < risk["p"] < 1 and len(risk["ci95"]) == 2
     oom = doc["oom_events"][0]
     assert set(oom) >= {"stage", "worker", "buffer", "requested_bytes", "free_bytes", "pool", "t"}
     assert len(doc["runs"]) == 3 and doc["deadlock"] is None
@@ -51,9 +51,11 @@ def test_json_schema():
 
 
 def test_single_lock_json_has_a_throughput():
+    """cuzk-bench -c 3 -j 1: at least one proof's 35.5 s synthesis plus ten 1.82 s GPU
+    passes (docs/validation.md: the sheet's 32.1 s/proof is not kept)."""
     doc = predict_json("--design", "single-lock", "--proofs", "3", "--concurrency", "1", "--gpu-workers", "1")
     assert doc["proofs"]["failed"] == 0
-    assert 28.9 < doc["throughput_s_per_proof"] < 35.3
+    assert 35.5 + 10 * 1.82 < doc["throughput_s_per_proof"] < 62
 
 
 def test_flags_override_the_config_file(tmp_path):
@@ -86,7 +88,9 @@ def test_a_users_design_file(tmp_path):
 
 def test_trace_and_plot(tmp_path):
     trace, plot = tmp_path / "t.json", tmp_path / "p.png"
-    r = invoke("predict", "--design", "two-lock", "--trace", str(trace), "--plot", str(plot))
+    r = invoke(
+        "predict", "--design", "two-lock", "--gpu-workers", "3", "--trace", str(trace), "--plot", str(plot)
+    )
     assert r.exit_code == 0, r.output
     events = json.loads(trace.read_text())["traceEvents"]
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}

@@ -22,12 +22,12 @@ def test_same_seed_same_run_and_noise_moves_other_seeds():
 
 def test_monte_carlo_reports_oom_risk_with_an_interval():
     prof = seed_profile()
-    cfg = PipelineConfig(proofs=3, concurrency=3)
+    cfg = PipelineConfig(proofs=3, concurrency=3, gpu_workers_per_device=3)
     agg = predict(prof, cfg, prof.workload(), resolve_design("two-lock"), runs=4).aggregate()
     risk = agg["oom_risk"]
-    assert risk["runs"] == 4 and risk["p"] == 1.0
+    assert risk["runs"] == 4 and 0 < risk["p"] < 1
     lo, hi = risk["ci95"]
-    assert 0.4 < lo < 1.0 and hi == pytest.approx(1.0)
+    assert 0.0 < lo < risk["p"] < hi < 1.0
     agg = predict(prof, cfg, prof.workload(), resolve_design("single-lock"), runs=4).aggregate()
     assert agg["oom_risk"]["p"] == 0.0 and agg["oom_risk"]["ci95"][0] == 0.0
     assert agg["proofs"] == {"submitted": 12, "completed": 12, "failed": 0, "not_started": 0}

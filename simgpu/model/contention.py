@@ -3,17 +3,44 @@
 A job is a stage (or phase) with `work` seconds to do at full speed and, per shared
 resource it leans on, a `demand` (GB/s of host memory bandwidth, cores, a whole GPU,
 GB/s of host-to-device copy) and a `bound` fraction: how much of its unloaded time that
-resource limits.  With load L_r (the demands of all running jobs) over capacity C_r, a
-job runs at speed
+resource limits.  While the demands L_r of the running jobs exceed a resource's capacity
+C_r, the bound fractions on it stretch by a factor f_r, and a job runs at speed
 
-    1 / ( (1 - sum_r bound_r) + sum_r bound_r * max(1, L_r / C_r) )
+    1 / ( (1 - sum_r bound_r) + sum_r bound_r * f_r )
 
-so a job that is 30% memory-bound stretches by 30% of the oversubscription, and two
-kernels sharing one GPU each run at half speed.
+so two kernels sharing one GPU each run at half speed.  Two laws give f_r:
 
-A lock-like resource (the driver's interpreter lock) is held in short bursts: a job's
-bursts collide with the others' at random, whether or not the demands add up to more
-than the capacity, so there a job's factor is 1 + (L_r - own demand) / C_r instead.
+* **proportional** (the default, and what ``simgpu calibrate`` fits): f_r = L_r / C_r.
+  A job 30% bound to a resource oversubscribed twice stretches by 1.3.  Jobs with small
+  bound fractions then draw, together, more than the capacity: adding workers always
+  adds throughput.
+* **conserved** (``[contention.RESOURCE] law = "conserved"``): like water in pipes, the
+  resource delivers at most its capacity.  A job draws its demand at full speed and in
+  proportion to its speed when slowed, and f_r is the one common factor at which the
+  draws add up to the capacity exactly:
+
+      sum_j demand_j / ((1 - bound_j) + bound_j * f_r)  =  C_r
+
+  so ten syntheses that already fill the host's memory bandwidth take twice as long when
+  ten more join them, however small their bound fraction: past saturation, more workers
+  share the bandwidth instead of multiplying it, and throughput flattens.
+
+**Thrashing.**  Past a knee, a resource loses efficiency: a memory system oversubscribed
+by many threads spends its bandwidth on page walks and TLB shootdowns.  With L_r the
+nominal load (the demands of all running jobs at full speed),
+
+    effective capacity = C_r / (1 + loss * max(0, L_r / C_r - knee))
+
+replaces C_r in either law, so aggregate throughput can fall past saturation, not only
+flatten.  ``knee`` and ``loss`` are a profile's; without them a resource does not thrash.
+
+**Links in series.**  A host-to-device copy reads host memory: a resource named in
+`through` (("h2d", d) -> "membw") puts its jobs' demand on the other resource as well,
+and their bound fraction stretches by the slower of the two links.
+
+**Bursts.**  A lock-like resource (the driver's interpreter lock) is held in short
+bursts: a job's bursts collide with the others' at random, whether or not the demands
+add up to more than the capacity, so there a job's factor is 1 + (L_r - own demand) / C_r.
 
 Speeds change only when a job starts or ends; between those instants every job's
 remaining work shrinks linearly, so the next completion is known exactly and one
@@ -29,6 +56,21 @@ import simpy
 
 #: Work below this many seconds counts as finished (floating-point residue).
 EPS = 1e-9
+#: The stretch factor where a resource cannot serve its bound jobs at all (what jobs
+#: that are not bound to it draw already fills it): they crawl rather than divide by 0.
+MAX_FACTOR = 1e6
+
+
+@dataclass(frozen=True)
+class Thrash:
+    """A resource's efficiency loss past a knee (see the module docstring)."""
+
+    knee: float = 1.0
+    loss: float = 0.0
+
+    def effective(self, capacity: float, load: float) -> float:
+        over = load / capacity - self.knee
+        return capacity / (1.0 + self.loss * over) if over > 0 and self.loss > 0 else capacity
 
 
 @dataclass(eq=False)
@@ -43,6 +85,39 @@ class Job:
         self.free_frac = 1.0 - sum(b for _, _, b in self.uses)
 
 
+def shared_factor(draws: list[tuple[float, float]], capacity: float) -> float:
+    """The common stretch f of the bound fractions at which jobs drawing (demand, bound)
+    use exactly `capacity`: the root of sum d / (1 - m + m f) = capacity, f >= 1.
+
+    The left side falls and is convex in f, so Newton's method climbs to the root from
+    below without overshooting; it starts at the proportional law's factor (total bound
+    demand / room), which is never above the root (1 - m + m f <= f) and is the root when
+    every bound is 1."""
+    fixed = sum(d for d, m in draws if m <= 0.0)
+    bound = [(d, m) for d, m in draws if m > 0.0]
+    room = capacity - fixed
+    total = sum(d for d, _ in bound)
+    if not bound or total <= room:
+        return 1.0
+    if room <= 0.0:
+        return MAX_FACTOR
+    f = total / room
+    for _ in range(60):
+        g = -room
+        dg = 0.0
+        for d, m in bound:
+            s = 1.0 - m + m * f
+            g += d / s
+            dg -= d * m / (s * s)
+        step = g / dg
+        f -= step
+        if -step <= 1e-10 * f:
+            break
+        if f >= MAX_FACTOR:
+            return MAX_FACTOR
+    return f
+
+
 class FluidShare:
     """Runs jobs on shared resources; `submit` returns an event that fires when done."""
 
@@ -51,11 +126,23 @@ class FluidShare:
         env: simpy.Environment,
         capacity: Mapping[Hashable, float],
         bursty: frozenset[Hashable] = frozenset(),
+        through: Mapping[Hashable, Hashable] | None = None,
+        thrash: Mapping[Hashable, Thrash] | None = None,
+        conserved: frozenset[Hashable] = frozenset(),
     ) -> None:
         self.env = env
         self.capacity = dict(capacity)
         self.bursty = bursty  # lock-like resources, shared burst by burst
+        self.through = dict(through or {})  # resource -> the resource its bytes also cross
+        self.thrash = {r: t for r, t in (thrash or {}).items() if t.loss > 0}
+        self.conserved = conserved  # resources shared by the conserved law
+        for res, other in self.through.items():
+            if res not in self.capacity or other not in self.capacity:
+                raise KeyError(f"through: unknown resource {res!r} or {other!r}")
         self.load: dict[Hashable, float] = dict.fromkeys(self.capacity, 0.0)
+        # per conserved resource, bound fraction -> the demand of the running jobs with it:
+        # jobs of one stage share a bound, so the factor's equation has a few terms only
+        self._draws: dict[Hashable, dict[float, float]] = {r: {} for r in conserved}
         self.active: list[Job] = []
         self._last = 0.0
         self._token = 0
@@ -77,10 +164,26 @@ class FluidShare:
         self._advance()
         job = Job(work, uses, done)
         self.active.append(job)
-        for res, demand, _ in uses:
-            self.load[res] += demand
+        self._add_load(job, 1.0)
         self._reschedule()
         return done
+
+    def _add_load(self, job: Job, sign: float) -> None:
+        load = self.load
+        through = self.through
+        for res, demand, bound in job.uses:
+            load[res] += sign * demand
+            other = through.get(res)
+            if other is not None:
+                load[other] += sign * demand
+            for r in (res, other):
+                groups = self._draws.get(r)
+                if groups is not None:
+                    left = groups.get(bound, 0.0) + sign * demand
+                    if left > 1e-9:
+                        groups[bound] = left
+                    else:
+                        groups.pop(bound, None)
 
     def _advance(self) -> None:
         now = self.env.now
@@ -90,11 +193,36 @@ class FluidShare:
                 job.work -= dt * job.rate
         self._last = now
 
+    def factors(self) -> dict[Hashable, float]:
+        """Each non-bursty resource's current stretch factor (1 where it has room)."""
+        cap = self.capacity
+        load = self.load
+        over = {}
+        for r, lr in load.items():
+            if r in self.bursty:
+                continue
+            c = cap[r]
+            t = self.thrash.get(r)
+            if t is not None:
+                c = t.effective(c, lr)
+            if lr > c * (1 + 1e-12):
+                over[r] = c
+        factor = dict.fromkeys(load, 1.0)
+        if not over:
+            return factor
+        for r, c in over.items():
+            if r in self.conserved:
+                factor[r] = shared_factor([(d, m) for m, d in self._draws[r].items()], c)
+            else:
+                factor[r] = load[r] / c
+        return factor
+
     def _reschedule(self) -> None:
         cap = self.capacity
         load = self.load
-        factor = {r: (load[r] / cap[r] if load[r] > cap[r] else 1.0) for r in load}
+        factor = self.factors()
         bursty = self.bursty
+        through = self.through
         soonest = None
         for job in self.active:
             stretch = job.free_frac
@@ -102,7 +230,11 @@ class FluidShare:
                 if res in bursty:
                     stretch += bound * (1.0 + max(0.0, load[res] - demand) / cap[res])
                 else:
-                    stretch += bound * factor[res]
+                    f = factor[res]
+                    other = through.get(res)
+                    if other is not None and factor[other] > f:
+                        f = factor[other]
+                    stretch += bound * f
             job.rate = 1.0 / stretch
             t = job.work / job.rate
             if soonest is None or t < soonest:
@@ -124,8 +256,7 @@ class FluidShare:
             # clock at all: far into a run (1e7 s and beyond) a float cannot hold "now plus
             # a nanosecond", and waiting for it would wake at the same instant for ever.
             if job.work <= EPS or now + job.work / job.rate <= now:
-                for res, demand, _ in job.uses:
-                    self.load[res] -= demand
+                self._add_load(job, -1.0)
                 job.done.succeed()
             else:
                 still.append(job)

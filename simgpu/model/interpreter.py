@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from simgpu.errors import OutOfMemory
 from simgpu.ledger import Allocation, Ledger
-from simgpu.profile.resolve import ALLOC, FREE, HOST_RELEASE, WORK, StagePlan
+from simgpu.model import hostmem
+from simgpu.profile.resolve import ALLOC, COPY, FREE, HOST_RELEASE, WORK, StagePlan
 from simgpu.sched.runtime import Proc
 from simgpu.sched.work import Partition
 
@@ -107,6 +108,10 @@ def run_stage(
             elif step.op == HOST_RELEASE:
                 if isinstance(part.host, Buffers):
                     part.host.release(step.buffer)
+            elif step.op == COPY:
+                assert device is not None and rt.resolved.pageable_gbps is not None
+                work, uses = hostmem.pageable_upload(step.nbytes, rt.resolved.pageable_gbps, device)
+                yield rt.fluid.submit(work * noise, uses, f"{name}: pageable upload")
             elif step.op == WORK:
                 ph = step.phase
                 assert ph is not None

@@ -22,6 +22,7 @@ from simgpu.config import PipelineConfig, Workload
 from simgpu.errors import Deadlock, DesignError, SimgpuError, UserError
 from simgpu.events import RunResult
 from simgpu.ledger import host_ledger, vram_ledger
+from simgpu.model import hostmem
 from simgpu.model.contention import FluidShare
 from simgpu.model.interpreter import Buffers, run_stage
 from simgpu.model.primitives import Signal, SimLock, SimQueue, SimSemaphore
@@ -75,7 +76,14 @@ class SimRuntime(RuntimeBase):
         for d in range(config.devices):
             capacity[("gpu", d)] = 1.0
             capacity[("h2d", d)] = hw.h2d_gbps
-        self.fluid = FluidShare(self.env, capacity, bursty=frozenset({"gil"}))
+        self.fluid = FluidShare(
+            self.env,
+            capacity,
+            bursty=frozenset({"gil"}),
+            through=hostmem.links(config.devices),
+            thrash=hostmem.thrashing(profile, config.devices),
+            conserved=hostmem.conserved(profile, config.devices),
+        )
         self.rng = random.Random(seed)
         self._ctx: dict[simpy.Process, dict[str, Any]] = {}
         self._names: dict[simpy.Process, str] = {}
@@ -179,6 +187,9 @@ class SimRuntime(RuntimeBase):
 
     def partition_estimate(self, part: Partition) -> int:
         return self.resolved.partition_estimate
+
+    def partition_release_at_gpu_start(self, part: Partition) -> int:
+        return self.resolved.release_at_gpu_start
 
     # ------------------------------------------------------------ for the interpreter
 

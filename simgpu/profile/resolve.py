@@ -54,7 +54,7 @@ class ResolvedStage:
 
 
 #: Step operations of a StagePlan.
-ALLOC, FREE, WORK, HOST_RELEASE = "alloc", "free", "work", "host_release"
+ALLOC, FREE, WORK, HOST_RELEASE, COPY = "alloc", "free", "work", "host_release", "copy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +64,8 @@ class Step:
     buffer back (the stage's own, a phase's transient, or an input it was handed);
     HOST_RELEASE frees one of the partition's host buffers (synthesis output, by name);
     WORK spends `phase`'s time (`stage` says whose phase: the producer's, when this stage
-    must do an input's upload itself)."""
+    must do an input's upload itself); COPY moves `nbytes` from pageable host memory to
+    the device (inputs nobody pre-staged from a pinned buffer)."""
 
     op: str
     pool: str = ""
@@ -126,6 +127,12 @@ class Resolved:
     stages: Mapping[str, ResolvedStage]
     partition_estimate: int
     vram_resident: int = 0
+    #: Of partition_estimate, what the daemon gives back when the partition's GPU work
+    #: starts (its a, b, c are on the device by then); the rest when the partition ends.
+    release_at_gpu_start: int = 0
+    #: GB/s of a copy from pageable host memory ([hardware] h2d_pageable_gbps): what a
+    #: stage uploading inputs nobody pre-staged runs at; None: such copies are not modelled.
+    pageable_gbps: float | None = None
 
     def producer_of(self, buffer: str) -> str | None:
         for st in self.stages.values():
@@ -152,6 +159,9 @@ class Resolved:
                 pst = self.stages[producer]
                 steps += [Step(WORK, phase=ph, stage=producer) for ph in pst.phases]
                 steps += [Step(HOST_RELEASE, "host", b) for b in pst.host_release]
+            if self.pageable_gbps is not None:
+                # ... and the copy is from pageable memory, not a pinned staging buffer
+                steps.append(Step(COPY, "vram", nbytes=sum(size for _, size in missing), stage=name))
         for ph in st.phases:
             steps += [Step(ALLOC, "vram", b, size) for b, size in ph.transient]
             steps.append(Step(WORK, phase=ph, stage=name))

@@ -4,7 +4,14 @@ A profile (a TOML file: shipped under simgpu/profile/profiles/, or written by `s
 calibrate`) says, for one machine and one prover:
 
 * ``[hardware]``: GPU, VRAM and what is resident on it, cores, host RAM and what is
-  resident there (pinned SRS...), host memory bandwidth, host-to-device bandwidth;
+  resident there (pinned SRS...), host memory bandwidth, host-to-device bandwidth (from
+  pinned memory, and optionally from pageable memory: ``h2d_pageable_gbps``);
+* ``[contention.RESOURCE]``: optionally, how a shared resource is shared: its law
+  (``law = "conserved"``, or the default ``"proportional"``) and its efficiency loss past a
+  knee (``knee``, ``loss``): model.contention's laws;
+* ``[memory]``: what the daemon reserves from its host budget per partition
+  (``partition_estimate``) and how much of that it gives back when the partition's GPU
+  work starts (``release_at_gpu_start``; the rest when the partition ends);
 * ``[workloads.NAME]``: named circuits (partitions x constraints), one of them default;
 * ``[buffers]``: every named buffer's bytes as a law of n (constraints per partition)
   and N (the NTT domain, 2^ceil(log2 n)); ``host_*`` buffers live in host RAM, the rest
@@ -96,6 +103,20 @@ class Hardware:
     host_resident: int
     membw_gbps: float
     h2d_gbps: float
+    #: Copies from pageable (unpinned) host memory, as a stage that allocates and fills
+    #: its own device inputs makes them; None: as fast as pinned ones (h2d_gbps).
+    h2d_pageable_gbps: float | None = None
+
+
+@dataclass(frozen=True)
+class Thrashing:
+    """How one shared resource is shared (model.contention): by the proportional or the
+    conserved law, and with an efficiency loss past a knee: effective capacity C / (1 +
+    loss * max(0, load / C - knee)), load being what the running jobs ask at full speed."""
+
+    knee: float = 1.0
+    loss: float = 0.0
+    law: str = "proportional"
 
 
 @dataclass(frozen=True)
@@ -108,6 +129,8 @@ class Profile:
     buffers: Mapping[str, Law]
     stages: Mapping[str, StageSpec]
     partition_estimate: Law
+    release_at_gpu_start: Law = field(default_factory=lambda: Law("0"))
+    contention: Mapping[str, Thrashing] = field(default_factory=dict)
     source: str = ""
     path: str = ""
     #: For a profile written by `simgpu calibrate`: the prover's settings its stage times
@@ -167,7 +190,21 @@ class Profile:
                 sized(st.host_transient),
             )
         estimate = int(round(self.partition_estimate(n)))
-        return Resolved(n, sizes, stages, estimate, int(round(self.hardware.vram_resident(n))))
+        early = int(round(self.release_at_gpu_start(n)))
+        if early > estimate:
+            raise UserError(
+                f"[memory] release_at_gpu_start ({early:,} bytes at n={n:,}) is more than the "
+                f"partition_estimate it releases part of ({estimate:,})"
+            )
+        return Resolved(
+            n,
+            sizes,
+            stages,
+            estimate,
+            int(round(self.hardware.vram_resident(n))),
+            early,
+            self.hardware.h2d_pageable_gbps,
+        )
 
 
 # --------------------------------------------------------------------- loading
@@ -345,6 +382,9 @@ def _hardware(t: Any) -> Hardware:
             host_resident=parse_size(t.get("host_resident", 0), "[hardware] host_resident"),
             membw_gbps=_rate(t, "membw_gbps"),
             h2d_gbps=_rate(t, "h2d_gbps"),
+            h2d_pageable_gbps=_rate(t, "h2d_pageable_gbps")
+            if t.get("h2d_pageable_gbps") is not None
+            else None,
         )
     except KeyError as e:
         raise UserError(f"profile: [hardware] needs {e.args[0]}") from None
@@ -353,6 +393,37 @@ def _hardware(t: Any) -> Hardware:
     if hw.vram <= 0 or hw.host_ram <= 0:
         raise UserError("profile: [hardware] vram and host_ram must be positive")
     return hw
+
+
+#: Resources a [contention] table may describe: the shared-by-load ones (not the lock-like
+#: gil and driver_rx, which are shared burst by burst or in turn).
+THRASHING_RESOURCES = ("membw", "cores", "gpu", "h2d")
+SHARING_LAWS = ("proportional", "conserved")
+
+
+def _contention(t: Any, where: str) -> dict[str, Thrashing]:
+    if t is None:
+        return {}
+    if not isinstance(t, dict):
+        raise UserError(f"{where}: [contention] must be a table of resources")
+    out = {}
+    for res, spec in t.items():
+        w = f"{where}: [contention.{res}]"
+        if res not in THRASHING_RESOURCES:
+            raise UserError(f"{w}: only {', '.join(THRASHING_RESOURCES)} can thrash")
+        if not isinstance(spec, dict) or set(spec) - {"law", "knee", "loss", "note"}:
+            raise UserError(f"{w}: expected {{law = ..., knee = ..., loss = ...}}")
+        law = spec.get("law", "proportional")
+        if law not in SHARING_LAWS:
+            raise UserError(f"{w}: law must be one of {', '.join(SHARING_LAWS)}")
+        try:
+            knee, loss = float(spec.get("knee", 1.0)), float(spec.get("loss", 0.0))
+        except (TypeError, ValueError):
+            raise UserError(f"{w}: knee and loss must be numbers") from None
+        if not (knee >= 1.0 and loss >= 0.0):
+            raise UserError(f"{w}: knee >= 1 (a load of at least the capacity) and loss >= 0 required")
+        out[res] = Thrashing(knee, loss, law)
+    return out
 
 
 def _calibrated_b_g2_threads(cal: Any, where: str) -> int | None:
@@ -399,7 +470,10 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
     if default not in workloads:
         raise UserError(f"{where}: default_workload {default!r} is not defined")
     mem = data.get("memory", {})
+    if not isinstance(mem, dict) or set(mem) - {"partition_estimate", "release_at_gpu_start"}:
+        raise UserError(f"{where}: [memory] takes partition_estimate and release_at_gpu_start")
     estimate = Law.parse(mem.get("partition_estimate", 0), "[memory] partition_estimate")
+    early = Law.parse(mem.get("release_at_gpu_start", 0), "[memory] release_at_gpu_start")
     prof = Profile(
         name=str(meta.get("name", Path(path).stem if path else "profile")),
         description=str(meta.get("description", "")),
@@ -409,6 +483,8 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
         buffers=buffers,
         stages=stages,
         partition_estimate=estimate,
+        release_at_gpu_start=early,
+        contention=_contention(data.get("contention"), where),
         source=str(meta.get("source", "")),
         path=path,
         calibrated_b_g2_threads=_calibrated_b_g2_threads(data.get("calibration"), where),

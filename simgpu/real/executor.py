@@ -379,6 +379,10 @@ class ProverExecutor:
     def partition_estimate(self, part: Partition) -> int:
         return self._resolved.partition_estimate
 
+    def partition_release_at_gpu_start(self, part: Partition) -> int:
+        # a, b, c are on the device once the GPU work starts, as in cuzk's two-step release
+        return self._resolved.buffers["host_abc"]
+
     def host_capacity(self) -> int:
         return host_ram() or (1 << 40)
 

@@ -47,6 +47,9 @@ class NullExecutor:
     def partition_estimate(self, part: Any) -> int:
         return 1
 
+    def partition_release_at_gpu_start(self, part: Any) -> int:
+        return 0
+
     def host_budget(self) -> int:
         return 1 << 40
 

@@ -69,6 +69,8 @@ class StageExecutor(Protocol):
 
     def partition_estimate(self, part: Partition) -> int: ...
 
+    def partition_release_at_gpu_start(self, part: Partition) -> int: ...
+
     def host_budget(self) -> int: ...
 
     def host_capacity(self) -> int: ...
@@ -259,6 +261,9 @@ class RealRuntime(RuntimeBase):
 
     def partition_estimate(self, part: Partition) -> int:
         return self.executor.partition_estimate(part)
+
+    def partition_release_at_gpu_start(self, part: Partition) -> int:
+        return self.executor.partition_release_at_gpu_start(part)
 
     # ------------------------------------------------------------ stages
 

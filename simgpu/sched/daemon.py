@@ -9,6 +9,12 @@ synthesis slot, which is the backpressure).  `gpu_workers_per_device` workers pe
 take partitions off the queue and run the design on each.  A partition ends completed
 or failed with a reason; a proof fails if any of its partitions does, and its partitions
 still queued are then abandoned rather than proved for nothing.
+
+The host budget is kept as cuzk keeps it: the daemon's budget (RAM less a safety
+margin, less what is resident) gates synthesis; a partition reserves its estimate before
+it may start, gives back part of it when its GPU work starts (cuzk: the a, b, c share,
+once they are on their way to the device) and the rest when it ends.  The budget is an
+estimate: the host ledger, not the budget, decides whether memory runs out.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class Daemon:
         self.queue: Queue = self.rt.queue("gpu", cfg.max_gpu_queue_depth)
         self.pool: Semaphore = self.rt.semaphore("partition_workers", cfg.partition_workers)
         self.budget: Semaphore = self.rt.semaphore("host_budget", self.rt.host_budget())
+        self.reserved: dict[Partition, int] = {}  # what each live partition holds of the budget
         workers = [
             Worker(device, i) for device in range(cfg.devices) for i in range(cfg.gpu_workers_per_device)
         ]
@@ -132,6 +139,7 @@ class Daemon:
         rt = self.rt
         estimate = rt.partition_estimate(part)
         yield self.budget.acquire(estimate)
+        self.reserved[part] = estimate
         try:
             yield from self.make_ready(part)
             yield part.done
@@ -149,7 +157,21 @@ class Daemon:
         finally:
             rt.free(part.host)
             part.host = None
-            self.budget.release(estimate)
+            self.budget.release(self.reserved.pop(part))
+
+    def _early_release(self, part: Partition) -> int:
+        """What a partition gives back of its reservation when its GPU work starts."""
+        return self.rt.partition_release_at_gpu_start(part)
+
+    def gpu_work_starts(self, part: Partition) -> None:
+        """A GPU worker took `part`: give back the early share of its reservation."""
+        held = self.reserved.get(part, 0)
+        if held < self.rt.partition_estimate(part):
+            return  # its share went back at an earlier attempt's GPU start
+        share = min(held, self._early_release(part))
+        if share > 0:
+            self.reserved[part] = held - share
+            self.budget.release(share)
 
     def make_ready(self, part: Partition) -> Proc:
         """A synthesis slot, synthesis and prep on the CPU, then onto the GPU queue (a full
@@ -179,6 +201,7 @@ class Daemon:
                 continue
             part.attempts += 1
             self.rt.set_context(proof=part.proof.id, partition=part.index)
+            self.gpu_work_starts(part)
             try:
                 yield from self.design(self.rt, worker, part)
             except DesignError:
@@ -208,6 +231,9 @@ class Daemon:
         part.host = None
         try:
             yield self.rt.sleep(self.config.retry_backoff)
+            # Synthesised again within what it still holds of the budget: taking back the
+            # share it gave at its GPU start could wait behind a partition that waits for
+            # this one to end (the budget is FIFO).  The host ledger still books its bytes.
             yield from self.make_ready(part)
         except SimgpuError as e:
             part.fail(e)

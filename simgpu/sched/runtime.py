@@ -130,6 +130,11 @@ class Runtime(Protocol):
         """What the daemon reserves from the host budget per partition (cuzk's estimate)."""
         ...
 
+    def partition_release_at_gpu_start(self, part: Any) -> int:
+        """Of that reservation, what goes back when the partition's GPU work starts (cuzk
+        releases its a, b, c share then, the rest when the partition ends)."""
+        ...
+
     def set_context(self, **context: Any) -> None:
         """Tag the calling task's later records (e.g. the partition a worker is on)."""
         ...

@@ -1,0 +1,55 @@
+"""Host memory as the GPU part sees it: every byte a device stage copies in is read out
+of host RAM.
+
+Like a loading dock and the warehouse behind it, a host-to-device copy needs both the
+link (``h2d``) and the host's memory bandwidth (``membw``): the model's fluid sharing
+runs each device's link through host memory, so copies slow when synthesis saturates
+DDR, and synthesis slows when the GPU part streams the SRS.  A copy from pinned memory
+runs at the link's speed; one from pageable memory (a stage that allocates and fills its
+own device inputs because nothing was pre-staged) is staged by the driver through a
+bounce buffer, at the profile's ``h2d_pageable_gbps``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from simgpu.model.contention import Thrash
+from simgpu.profile import Profile
+
+#: Bytes per GB, as bandwidths are given (GB/s).
+GB = 1e9
+
+
+def links(devices: int) -> dict[Hashable, Hashable]:
+    """Each device's host-to-device link draws on host memory bandwidth."""
+    return {("h2d", d): "membw" for d in range(devices)}
+
+
+def _keys(res: str, devices: int) -> list[Hashable]:
+    return [(res, d) for d in range(devices)] if res in ("gpu", "h2d") else [res]
+
+
+def thrashing(profile: Profile, devices: int) -> dict[Hashable, Thrash]:
+    """The profile's ``[contention]`` efficiency losses, keyed as the fluid share names
+    resources (a device resource once per device)."""
+    return {
+        key: Thrash(spec.knee, spec.loss)
+        for res, spec in profile.contention.items()
+        for key in _keys(res, devices)
+    }
+
+
+def conserved(profile: Profile, devices: int) -> frozenset[Hashable]:
+    """The resources the profile shares by the conserved law."""
+    laws = profile.contention.items()
+    return frozenset(key for res, spec in laws if spec.law == "conserved" for key in _keys(res, devices))
+
+
+def pageable_upload(
+    nbytes: int, gbps: float, device: int
+) -> tuple[float, tuple[tuple[Hashable, float, float], ...]]:
+    """A copy of `nbytes` from pageable host memory to `device`: (seconds at full speed,
+    fluid uses).  The copy is bound by the link alone, drawing `gbps` from it (and,
+    through it, from host memory)."""
+    return nbytes / (gbps * GB), ((("h2d", device), gbps, 1.0),)
