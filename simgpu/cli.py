@@ -139,12 +139,28 @@ def resolve_workload(profile: Any, cfg: PipelineConfig) -> Workload:
     return wl
 
 
+PricePerHourOpt = Annotated[
+    float | None,
+    typer.Option(help="what the machine costs per hour: adds proofs per hour and the price per proof"),
+]
+
+
+def _price(value: float | None) -> float | None:
+    if value is not None and not (value >= 0 and value < float("inf")):
+        raise UserError(f"--price-per-hour: must be a non-negative number, got {value}")
+    return value
+
+
 def _meta(mode: str, design: Any, profile_name: str, vram: int, workload: Workload, cfg: PipelineConfig):
     from simgpu.report.document import Meta
 
     cfg_doc = {k: v for k, v in asdict(cfg).items() if k not in ("workload", "partitions", "constraints")}
     if cfg_doc.get("vram") is None:
         cfg_doc["vram"] = vram
+    if cfg_doc.get("host_ram") is None:
+        # Only an override is shown (host.ram_bytes has the RAM used), so documents of
+        # runs without one read as before.
+        cfg_doc.pop("host_ram", None)
     return Meta(
         mode=mode,
         design=design.name if design.source == "builtin" else f"{design.source}:{design.name}",
@@ -199,6 +215,10 @@ def predict(
         str | None, typer.Option(help="host memory budget (auto = RAM - safety margin)")
     ] = None,
     retries: Annotated[int | None, typer.Option(help="re-queue a partition this often after an OOM")] = None,
+    host_ram: Annotated[
+        str | None, typer.Option("--host-ram", help="host RAM, e.g. 512G (default: the profile's)")
+    ] = None,
+    price_per_hour: PricePerHourOpt = None,
     runs: Annotated[int, typer.Option(help="Monte Carlo replications (seeds seed..seed+runs-1)")] = 1,
     seed: Annotated[int | None, typer.Option(help="first seed")] = None,
     json_out: Annotated[
@@ -218,6 +238,7 @@ def predict(
 
     if runs < 1:
         raise UserError(f"--runs: must be at least 1, got {runs}")
+    price = _price(price_per_hour)
     prof = load_profile(find_profile(profile))
     cfg = pipeline_config(
         config,
@@ -235,12 +256,12 @@ def predict(
         workload=workload,
         partitions=partitions,
         constraints=constraints,
-    )
+    ).with_overrides(host_ram=_opt_size(host_ram, "--host-ram"))
     wl = resolve_workload(prof, cfg)
     dsg = resolve_design(design)
     prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
     meta = _meta("predict", dsg, prof.name, prof.hardware.vram, wl, cfg)
-    doc = build_document(meta, prediction.aggregate(), prediction.summaries)
+    doc = build_document(meta, prediction.aggregate(), prediction.summaries, price_per_hour=price)
     if trace:
         write_trace(trace, prediction.first, meta)
     if plot:

@@ -29,8 +29,27 @@ class Meta:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def build_document(meta: Meta, agg: dict[str, Any], runs: list[RunSummary]) -> dict[str, Any]:
-    """The JSON document (schema documented in the README)."""
+def proofs_per_hour(throughput_s_per_proof: float | None) -> float | None:
+    """Proofs per hour from seconds per proof (None when no proof completed)."""
+    return 3600.0 / throughput_s_per_proof if throughput_s_per_proof else None
+
+
+def price_fields(throughput_s_per_proof: float | None, price_per_hour: float) -> dict[str, Any]:
+    """What a machine rented at `price_per_hour` gives: proofs per hour and the price of
+    one proof, in the price's currency (None where no proof completed)."""
+    rate = proofs_per_hour(throughput_s_per_proof)
+    return {
+        "price_per_hour": price_per_hour,
+        "proofs_per_hour": rate,
+        "price_per_proof": price_per_hour / rate if rate else None,
+    }
+
+
+def build_document(
+    meta: Meta, agg: dict[str, Any], runs: list[RunSummary], price_per_hour: float | None = None
+) -> dict[str, Any]:
+    """The JSON document (schema documented in the README).  With `price_per_hour`, the
+    price fields follow the throughput."""
     first = runs[0]
     locks: dict[str, dict[str, float]] = {}
     for r in runs:
@@ -48,7 +67,7 @@ def build_document(meta: Meta, agg: dict[str, Any], runs: list[RunSummary]) -> d
         "profile": meta.profile,
         "workload": meta.workload,
         "config": meta.config,
-        **agg,
+        **_with_price(agg, price_per_hour),
         "locks": locks,
         "oom_events": [dict(o, run_seed=r.seed) for r in runs for o in r.oom_events],
         "failures": [dict(f, run_seed=r.seed) for r in runs for f in r.failures],
@@ -70,6 +89,17 @@ def build_document(meta: Meta, agg: dict[str, Any], runs: list[RunSummary]) -> d
         ],
         **meta.extra,
     }
+
+
+def _with_price(agg: dict[str, Any], price_per_hour: float | None) -> dict[str, Any]:
+    if price_per_hour is None:
+        return agg
+    out: dict[str, Any] = {}
+    for key, value in agg.items():
+        out[key] = value
+        if key == "throughput_s_per_proof_max":
+            out.update(price_fields(agg["throughput_s_per_proof"], price_per_hour))
+    return out
 
 
 def write_json(doc: dict[str, Any], path: str | Path | None) -> str:
