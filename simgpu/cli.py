@@ -1,4 +1,4 @@
-"""The `simgpu` command: predict, designs, profiles (and run/calibrate/validate)."""
+"""The `simgpu` command: predict, sweep, tune, designs, profiles (and run/calibrate/validate)."""
 
 from __future__ import annotations
 
@@ -274,6 +274,264 @@ def predict(
             Console().print(f"trace: {trace} (open in https://ui.perfetto.dev)")
         if plot:
             Console().print(f"plot: {plot}")
+
+
+# --------------------------------------------------------------------- sweep and tune
+
+DesignsOpt = Annotated[
+    str,
+    typer.Option("--design", "-d", help="axis: designs, comma-separated (single-lock,two-lock), or all"),
+]
+GpuWorkersAxis = Annotated[
+    str | None, typer.Option("--gpu-workers", help="axis: GPU workers per device, e.g. 1..4 or 1,2,4")
+]
+PartitionWorkersAxis = Annotated[
+    str | None, typer.Option("--partition-workers", help="axis: synthesis pool sizes, e.g. 4..16:4")
+]
+VramAxis = Annotated[
+    str | None, typer.Option("--vram", help="axis: VRAM per device, e.g. 8G..48G:4G or 16G,24G")
+]
+HostRamAxis = Annotated[str | None, typer.Option("--host-ram", help="axis: host RAM, e.g. 256G..768G:128G")]
+ConcurrencyAxis = Annotated[
+    str | None, typer.Option("--concurrency", "-j", help="axis: closed-loop clients, e.g. 1..4")
+]
+WorkloadOpt = Annotated[str | None, typer.Option(help="a workload of the profile (default: its default)")]
+ConstraintsOpt = Annotated[
+    str | None, typer.Option(help="constraints per partition, e.g. 2^27 (overrides the workload)")
+]
+PartitionsOpt = Annotated[int | None, typer.Option(help="partitions per proof (overrides the workload)")]
+ProofsOpt = Annotated[int | None, typer.Option("--proofs", "-n", help="proofs to submit per run")]
+SeedOpt = Annotated[int | None, typer.Option(help="first seed of every point's runs")]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(help="a running Dask scheduler, tcp://host:port (default: a LocalCluster here)"),
+]
+WorkersOpt = Annotated[int | None, typer.Option(help="LocalCluster worker processes (default: one per core)")]
+ProgressOpt = Annotated[bool, typer.Option(help="show a progress bar on stderr")]
+
+
+def _space(
+    command: str,
+    profile: str,
+    config: Path | None,
+    design: str,
+    axes: dict[str, str | None],
+    **fixed: Any,
+) -> tuple[Any, Any, PipelineConfig, Workload, Any]:
+    """What sweep and tune share: the profile (as data for the workers), the base
+    configuration (--config, then the fixed flags), the workload and the grid."""
+    from simgpu.profile import find_profile
+    from simgpu.sweep import require_extra
+    from simgpu.sweep.grid import build_grid
+
+    require_extra(command, "distributed", *(("optuna",) if command == "tune" else ()))
+    from simgpu.sweep.point import ProfileSpec
+
+    spec = ProfileSpec.read(find_profile(profile))
+    prof = spec.load()
+    cfg = pipeline_config(config, **fixed)
+    wl = resolve_workload(prof, cfg)
+    grid = build_grid(axes, cfg, prof.hardware.vram, prof.hardware.host_ram, design)
+    return spec, prof, cfg, wl, grid
+
+
+@app.command()
+@reports_errors
+def sweep(
+    design: DesignsOpt = "single-lock",
+    gpu_workers: GpuWorkersAxis = None,
+    partition_workers: PartitionWorkersAxis = None,
+    vram: VramAxis = None,
+    host_ram: HostRamAxis = None,
+    concurrency: ConcurrencyAxis = None,
+    profile: ProfileOpt = "seed-rtx5070ti",
+    config: ConfigOpt = None,
+    workload: WorkloadOpt = None,
+    constraints: ConstraintsOpt = None,
+    partitions: PartitionsOpt = None,
+    proofs: ProofsOpt = None,
+    runs: Annotated[int, typer.Option(help="Monte Carlo runs per point (seeds seed..seed+runs-1)")] = 5,
+    seed: SeedOpt = None,
+    price_per_hour: PricePerHourOpt = None,
+    scheduler: SchedulerOpt = None,
+    workers: WorkersOpt = None,
+    out: Annotated[Path | None, typer.Option(help="write the points: .parquet, .csv or .json")] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print the JSON document instead of the table")
+    ] = False,
+    plot: Annotated[Path | None, typer.Option(help="write a PNG heatmap of proofs per hour")] = None,
+    x: Annotated[
+        str | None, typer.Option("--x", help="the heatmap's horizontal axis (default: vram)")
+    ] = None,
+    y: Annotated[
+        str | None, typer.Option("--y", help="the heatmap's vertical axis (default: gpu_workers)")
+    ] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Run the Monte Carlo of every point of a grid of configurations, on Dask."""
+    from simgpu.report.document import write_json
+    from simgpu.sweep import require_extra
+    from simgpu.sweep.cluster import PointRunner, dask_client
+    from simgpu.sweep.heatmap import heatmap_axes, require_matplotlib, write_heatmap
+    from simgpu.sweep.progress import progress_bar
+    from simgpu.sweep.results import SweepResult, check_out_path, write_results
+    from simgpu.sweep.table import print_sweep
+
+    if runs < 1:
+        raise UserError(f"--runs: must be at least 1, got {runs}")
+    price = _price(price_per_hour)
+    axes = {
+        "design": design,
+        "gpu_workers": gpu_workers,
+        "partition_workers": partition_workers,
+        "vram": vram,
+        "host_ram": host_ram,
+        "concurrency": concurrency,
+    }
+    spec, prof, cfg, wl, grid = _space(
+        "sweep",
+        profile,
+        config,
+        design,
+        axes,
+        workload=workload,
+        constraints=constraints,
+        partitions=partitions,
+        proofs=proofs,
+        seed=seed,
+    )
+    # Every output is checked before the points run, not after.
+    if out is not None:
+        check_out_path(out)
+        if out.suffix.lower() == ".parquet":
+            require_extra("sweep", "pyarrow")
+    if plot is not None:
+        require_matplotlib()
+    if plot is not None or x is not None or y is not None:
+        heatmap_axes(grid, x, y)
+    with dask_client(scheduler, workers) as client:
+        runner = PointRunner(client, spec, cfg, wl, runs)
+        with progress_bar(grid.size, f"sweep: {grid.size} points x {runs} runs", enabled=progress) as advance:
+            results = runner.run(list(grid.points()), on_done=advance)
+    result = SweepResult(grid, results, prof.name, wl, cfg, runs, price)
+    if out is not None:
+        write_results(out, result)
+    if plot is not None:
+        write_heatmap(plot, result, x, y)
+    if json_out:
+        sys.stdout.write(write_json(result.document(), None) + "\n")
+        return
+    console = Console()
+    print_sweep(result, console)
+    for path, what in ((out, "points"), (plot, "heatmap")):
+        if path is not None:
+            console.print(f"{what}: {path}", markup=False)
+
+
+@app.command()
+@reports_errors
+def tune(
+    design: DesignsOpt = "single-lock",
+    gpu_workers: GpuWorkersAxis = None,
+    partition_workers: PartitionWorkersAxis = None,
+    vram: VramAxis = None,
+    host_ram: HostRamAxis = None,
+    concurrency: ConcurrencyAxis = None,
+    max_oom_risk: Annotated[
+        float, typer.Option(help="the OOM risk's upper 95% bound must be at most this")
+    ] = 0.05,
+    max_host_ram: Annotated[
+        str | None, typer.Option(help="peak host RSS must be at most this, e.g. 512G")
+    ] = None,
+    trials: Annotated[int, typer.Option(help="Optuna trials")] = 40,
+    runs: Annotated[
+        int | None,
+        typer.Option(help="Monte Carlo runs per trial (default: the fewest that can show --max-oom-risk)"),
+    ] = None,
+    sampler_seed: Annotated[int, typer.Option(help="seed of Optuna's sampler")] = 0,
+    batch: Annotated[int, typer.Option(help="trials proposed and run at once")] = 8,
+    profile: ProfileOpt = "seed-rtx5070ti",
+    config: ConfigOpt = None,
+    workload: WorkloadOpt = None,
+    constraints: ConstraintsOpt = None,
+    partitions: PartitionsOpt = None,
+    proofs: ProofsOpt = None,
+    seed: SeedOpt = None,
+    price_per_hour: PricePerHourOpt = None,
+    scheduler: SchedulerOpt = None,
+    workers: WorkersOpt = None,
+    out: Annotated[Path, typer.Option(help="the best configuration, as cuzk-style TOML")] = Path("best.toml"),
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print the JSON document instead of the table")
+    ] = False,
+    progress: ProgressOpt = True,
+) -> None:
+    """Find the configuration with the most proofs per hour that is safe (Optuna)."""
+    from simgpu.report.document import write_json
+    from simgpu.sweep.cluster import PointRunner, dask_client
+    from simgpu.sweep.progress import progress_bar
+    from simgpu.sweep.tune import check_search, min_runs
+    from simgpu.sweep.tune import tune as run_tune
+    from simgpu.sweep.tune_report import print_tune, tune_document, write_best
+
+    needed = min_runs(max_oom_risk)
+    if runs is None:
+        runs = needed
+    elif runs < needed:
+        raise UserError(
+            f"--runs {runs}: with no OOM in {runs} runs the OOM risk's upper 95% bound is still above "
+            f"{max_oom_risk:g}; showing --max-oom-risk {max_oom_risk:g} takes at least {needed} runs"
+        )
+    price = _price(price_per_hour)
+    ram_limit = _opt_size(max_host_ram, "--max-host-ram")
+    if not out.parent.is_dir():
+        raise UserError(f"--out {out}: no such directory {out.parent}")
+    axes = {
+        "design": design,
+        "gpu_workers": gpu_workers,
+        "partition_workers": partition_workers,
+        "vram": vram,
+        "host_ram": host_ram,
+        "concurrency": concurrency,
+    }
+    spec, prof, cfg, wl, grid = _space(
+        "tune",
+        profile,
+        config,
+        design,
+        axes,
+        workload=workload,
+        constraints=constraints,
+        partitions=partitions,
+        proofs=proofs,
+        seed=seed,
+    )
+    check_search(grid, trials, batch)
+    with dask_client(scheduler, workers) as client:
+        runner = PointRunner(client, spec, cfg, wl, runs)
+        with progress_bar(trials, f"tune: {trials} trials x {runs} runs", enabled=progress) as advance:
+            result = run_tune(
+                runner,
+                grid,
+                trials,
+                max_oom_risk=max_oom_risk,
+                max_host_ram=ram_limit,
+                sampler_seed=sampler_seed,
+                batch=batch,
+                on_trial=advance,
+            )
+    best = result.best_trial
+    if best is not None:
+        write_best(out, best, cfg, prof.name, result)
+    if json_out:
+        doc = tune_document(result, prof.name, wl, cfg, price, out if best else None)
+        sys.stdout.write(write_json(doc, None) + "\n")
+    else:
+        print_tune(result, grid, prof.name, price, out if best else None, Console())
+    if best is None:
+        raise _fail(
+            "error: no trial met the constraints (see the trials above; loosen them or widen the space)", 1
+        )
 
 
 @app.command()
