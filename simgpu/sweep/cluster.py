@@ -53,13 +53,17 @@ def dask_client(
         raise UserError(f"--workers: must be at least 1, got {workers}")
     # Processes, one thread each: the model is pure Python, so threads would share one
     # interpreter lock.  The scheduler's web server on a free port, not on 8787: a second
-    # sweep on the same machine must not collide with the first.
+    # sweep on the same machine must not collide with the first.  Dask's own logs only at
+    # CRITICAL, here and in the workers (dask_setup below): a point's error comes back
+    # through its result, and on a loaded machine a worker's last heartbeat can race the
+    # scheduler's shutdown and print a traceback of nothing that went wrong.
     cluster = LocalCluster(
         n_workers=workers or os.cpu_count() or 1,
         threads_per_worker=1,
         processes=True,
         dashboard_address=":0",
-        silence_logs=logging.ERROR,
+        silence_logs=logging.CRITICAL,
+        preload=[__name__],
     )
     try:
         client = Client(cluster, set_as_default=False)
@@ -69,6 +73,12 @@ def dask_client(
             client.close()
     finally:
         cluster.close()
+
+
+def dask_setup(worker: Any) -> None:
+    """Run by each LocalCluster worker as it starts (Dask's preload hook): Dask's logs
+    in the worker process at CRITICAL, as in this one."""
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
 
 
 class PointRunner:
