@@ -297,6 +297,7 @@ def test_progress_goes_to_stderr_and_json_stays_clean(cluster, capsys):
         (["--out", "points.xlsx"], "write .parquet, .csv or .json"),
         (["--scheduler", "banana"], "cannot reach the Dask scheduler at banana"),
         (["--workers", "0"], "--workers: must be at least 1"),
+        (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"], "--workers sizes the LocalCluster"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys):

@@ -34,6 +34,8 @@ def dask_client(
     from distributed import Client, LocalCluster
 
     if scheduler:
+        if workers is not None:
+            raise UserError("--workers sizes the LocalCluster; a cluster at --scheduler has its own workers")
         try:
             client = Client(scheduler, timeout=timeout, set_as_default=False)
         except (OSError, ValueError, TimeoutError) as e:
