@@ -1,9 +1,10 @@
 """The `simgpu` command line: each command parses its flags, calls one function, prints.
 
-Every command that runs a pipeline (predict, run, validate) builds its configuration the
-same way, `pipeline_config`: PipelineConfig's defaults (cuzk's), then the command's own
-defaults (COMMAND_DEFAULTS: a real run proves small circuits), then the --config file,
-then the flags; a later source wins.  Exit codes: 0 done (a predicted OOM is an
+Every command that runs a pipeline (predict, run, validate, and sweep and tune for the
+fixed part of their grid) builds its configuration the same way, `pipeline_config`:
+PipelineConfig's defaults (cuzk's), then the command's own defaults (COMMAND_DEFAULTS: a
+real run proves small circuits), then the --config file, then the flags; a later source
+wins.  Exit codes: 0 done (a predicted OOM is an
 answer), 1 a run that failed for another reason, 2 bad input, 3 the design never
 finishes (deadlock or livelock), 130 interrupted.
 """
@@ -132,6 +133,7 @@ def pipeline_config(
     workload: str | None = None,
     partitions: int | None = None,
     constraints: str | None = None,
+    host_ram: str | None = None,
 ) -> PipelineConfig:
     """A command's configuration: defaults, the command's defaults, the file, the flags."""
     from simgpu.config import load_toml
@@ -144,6 +146,7 @@ def pipeline_config(
         budget = parse_size(memory_budget, "--memory-budget")
     flags = {
         "vram": None if vram is None else parse_size(vram, "--vram"),
+        "host_ram": None if host_ram is None else parse_size(host_ram, "--host-ram"),
         "gpu_workers_per_device": gpu_workers,
         "partition_workers": partition_workers,
         "devices": devices,
@@ -222,6 +225,18 @@ def _positive(value: int, what: str, most: int | None = None) -> int:
     return value
 
 
+PricePerHourOpt = Annotated[
+    float | None,
+    typer.Option(help="what the machine costs per hour: adds proofs per hour and the price per proof"),
+]
+
+
+def _price(value: float | None) -> float | None:
+    if value is not None and not (value >= 0 and value < float("inf")):
+        raise UserError(f"--price-per-hour: must be a non-negative number, got {value}")
+    return value
+
+
 # --------------------------------------------------------------------- commands
 
 
@@ -250,6 +265,10 @@ def predict(
         str | None, typer.Option(help="host memory budget (auto = RAM - safety margin)")
     ] = None,
     retries: RetriesOpt = None,
+    host_ram: Annotated[
+        str | None, typer.Option("--host-ram", help="host RAM, e.g. 512G (default: the profile's)")
+    ] = None,
+    price_per_hour: PricePerHourOpt = None,
     runs: Annotated[int, typer.Option(help="Monte Carlo replications (seeds seed..seed+runs-1)")] = 1,
     seed: SeedOpt = None,
     json_out: JsonOpt = False,
@@ -266,6 +285,7 @@ def predict(
 
     _positive(runs, "--runs", MAX_RUNS)
     _outputs(trace, plot)
+    price = _price(price_per_hour)
     prof = load_profile(find_profile(profile))
     cfg = pipeline_config(
         config,
@@ -283,12 +303,13 @@ def predict(
         workload=workload,
         partitions=partitions,
         constraints=constraints,
+        host_ram=host_ram,
     )
     wl = prof.workload_for(cfg.workload or None, cfg.partitions, cfg.constraints)
     dsg = resolve_design(design)
     prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
     meta = meta_of("predict", dsg.label, prof.name, prof.hardware.vram, wl, cfg)
-    doc = build_document(meta, prediction.aggregate(), prediction.summaries)
+    doc = build_document(meta, prediction.aggregate(), prediction.summaries, price_per_hour=price)
     _write_outputs(prediction.first, meta, trace, plot)
     if json_out:
         sys.stdout.write(write_json(doc, None) + "\n")
@@ -300,6 +321,268 @@ def predict(
             Console().print(f"plot: {plot}")
     if _stuck(doc):
         raise typer.Exit(EXIT_STUCK)
+
+
+# --------------------------------------------------------------------- sweep and tune
+
+DesignsOpt = Annotated[
+    str,
+    typer.Option("--design", "-d", help="axis: designs, comma-separated (single-lock,two-lock), or all"),
+]
+GpuWorkersAxis = Annotated[
+    str | None, typer.Option("--gpu-workers", help="axis: GPU workers per device, e.g. 1..4 or 1,2,4")
+]
+PartitionWorkersAxis = Annotated[
+    str | None, typer.Option("--partition-workers", help="axis: synthesis pool sizes, e.g. 4..16:4")
+]
+VramAxis = Annotated[
+    str | None, typer.Option("--vram", help="axis: VRAM per device, e.g. 8G..48G:4G or 16G,24G")
+]
+HostRamAxis = Annotated[str | None, typer.Option("--host-ram", help="axis: host RAM, e.g. 256G..768G:128G")]
+ConcurrencyAxis = Annotated[
+    str | None, typer.Option("--concurrency", "-j", help="axis: closed-loop clients, e.g. 1..4")
+]
+WorkloadOpt = Annotated[str | None, typer.Option(help="a workload of the profile (default: its default)")]
+ConstraintsOpt = Annotated[
+    str | None, typer.Option(help="constraints per partition, e.g. 2^27 (overrides the workload)")
+]
+PartitionsOpt = Annotated[int | None, typer.Option(help="partitions per proof (overrides the workload)")]
+ProofsOpt = Annotated[int | None, typer.Option("--proofs", "-n", help="proofs to submit per run")]
+SeedOpt = Annotated[int | None, typer.Option(help="first seed of every point's runs")]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(help="a running Dask scheduler, tcp://host:port (default: a LocalCluster here)"),
+]
+WorkersOpt = Annotated[int | None, typer.Option(help="LocalCluster worker processes (default: one per core)")]
+ProgressOpt = Annotated[bool, typer.Option(help="show a progress bar on stderr")]
+
+
+def _space(
+    command: str,
+    profile: str,
+    config: Path | None,
+    design: str,
+    axes: dict[str, str | None],
+    **fixed: Any,
+) -> tuple[Any, Any, PipelineConfig, Workload, Any]:
+    """What sweep and tune share: the profile (as data for the workers), the base
+    configuration (--config, then the fixed flags), the workload and the grid."""
+    from simgpu.profile import find_profile
+    from simgpu.sweep import require_extra
+    from simgpu.sweep.grid import build_grid
+
+    require_extra(command, "distributed", *(("optuna",) if command == "tune" else ()))
+    from simgpu.sweep.point import ProfileSpec
+
+    spec = ProfileSpec.read(find_profile(profile))
+    prof = spec.load()
+    cfg = pipeline_config(config, **fixed)
+    wl = prof.workload_for(cfg.workload or None, cfg.partitions, cfg.constraints)
+    grid = build_grid(axes, cfg, prof.hardware.vram, prof.hardware.host_ram, design)
+    return spec, prof, cfg, wl, grid
+
+
+@app.command()
+@reports_errors
+def sweep(
+    design: DesignsOpt = "single-lock",
+    gpu_workers: GpuWorkersAxis = None,
+    partition_workers: PartitionWorkersAxis = None,
+    vram: VramAxis = None,
+    host_ram: HostRamAxis = None,
+    concurrency: ConcurrencyAxis = None,
+    profile: ProfileOpt = "seed-rtx5070ti",
+    config: ConfigOpt = None,
+    workload: WorkloadOpt = None,
+    constraints: ConstraintsOpt = None,
+    partitions: PartitionsOpt = None,
+    proofs: ProofsOpt = None,
+    runs: Annotated[int, typer.Option(help="Monte Carlo runs per point (seeds seed..seed+runs-1)")] = 5,
+    seed: SeedOpt = None,
+    price_per_hour: PricePerHourOpt = None,
+    scheduler: SchedulerOpt = None,
+    workers: WorkersOpt = None,
+    out: Annotated[Path | None, typer.Option(help="write the points: .parquet, .csv or .json")] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print the JSON document instead of the table")
+    ] = False,
+    plot: Annotated[Path | None, typer.Option(help="write a PNG heatmap of proofs per hour")] = None,
+    x: Annotated[
+        str | None, typer.Option("--x", help="the heatmap's horizontal axis (default: vram)")
+    ] = None,
+    y: Annotated[
+        str | None, typer.Option("--y", help="the heatmap's vertical axis (default: gpu_workers)")
+    ] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Run the Monte Carlo of every point of a grid of configurations, on Dask."""
+    from simgpu.model.montecarlo import MAX_RUNS
+    from simgpu.report.document import write_json
+    from simgpu.sweep import require_extra
+    from simgpu.sweep.cluster import PointRunner, dask_client
+    from simgpu.sweep.heatmap import heatmap_axes, require_matplotlib, write_heatmap
+    from simgpu.sweep.progress import progress_bar
+    from simgpu.sweep.results import SweepResult, check_out_path, write_results
+    from simgpu.sweep.table import print_sweep
+
+    _positive(runs, "--runs", MAX_RUNS)
+    price = _price(price_per_hour)
+    axes = {
+        "design": design,
+        "gpu_workers": gpu_workers,
+        "partition_workers": partition_workers,
+        "vram": vram,
+        "host_ram": host_ram,
+        "concurrency": concurrency,
+    }
+    spec, prof, cfg, wl, grid = _space(
+        "sweep",
+        profile,
+        config,
+        design,
+        axes,
+        workload=workload,
+        constraints=constraints,
+        partitions=partitions,
+        proofs=proofs,
+        seed=seed,
+    )
+    # Every output is checked before the points run, not after.
+    if out is not None:
+        writable(out, "--out")
+        check_out_path(out)
+        if out.suffix.lower() == ".parquet":
+            require_extra("sweep", "pyarrow")
+    if plot is not None:
+        writable(plot, "--plot", (".png",))
+        require_matplotlib()
+    if plot is not None or x is not None or y is not None:
+        heatmap_axes(grid, x, y)
+    with dask_client(scheduler, workers) as client:
+        runner = PointRunner(client, spec, cfg, wl, runs)
+        with progress_bar(grid.size, f"sweep: {grid.size} points x {runs} runs", enabled=progress) as advance:
+            results = runner.run(list(grid.points()), on_done=advance)
+    result = SweepResult(grid, results, prof.name, wl, cfg, runs, price)
+    if out is not None:
+        write_results(out, result)
+    if plot is not None:
+        write_heatmap(plot, result, x, y)
+    if json_out:
+        sys.stdout.write(write_json(result.document(), None) + "\n")
+        return
+    console = Console()
+    print_sweep(result, console)
+    for path, what in ((out, "points"), (plot, "heatmap")):
+        if path is not None:
+            console.print(f"{what}: {path}", markup=False)
+
+
+@app.command()
+@reports_errors
+def tune(
+    design: DesignsOpt = "single-lock",
+    gpu_workers: GpuWorkersAxis = None,
+    partition_workers: PartitionWorkersAxis = None,
+    vram: VramAxis = None,
+    host_ram: HostRamAxis = None,
+    concurrency: ConcurrencyAxis = None,
+    max_oom_risk: Annotated[
+        float, typer.Option(help="the OOM risk's upper 95% bound must be at most this")
+    ] = 0.05,
+    max_host_ram: Annotated[
+        str | None, typer.Option(help="peak host RSS must be at most this, e.g. 512G")
+    ] = None,
+    trials: Annotated[int, typer.Option(help="Optuna trials")] = 40,
+    runs: Annotated[
+        int | None,
+        typer.Option(help="Monte Carlo runs per trial (default: the fewest that can show --max-oom-risk)"),
+    ] = None,
+    sampler_seed: Annotated[int, typer.Option(help="seed of Optuna's sampler")] = 0,
+    batch: Annotated[int, typer.Option(help="trials proposed and run at once")] = 8,
+    profile: ProfileOpt = "seed-rtx5070ti",
+    config: ConfigOpt = None,
+    workload: WorkloadOpt = None,
+    constraints: ConstraintsOpt = None,
+    partitions: PartitionsOpt = None,
+    proofs: ProofsOpt = None,
+    seed: SeedOpt = None,
+    price_per_hour: PricePerHourOpt = None,
+    scheduler: SchedulerOpt = None,
+    workers: WorkersOpt = None,
+    out: Annotated[Path, typer.Option(help="the best configuration, as cuzk-style TOML")] = Path("best.toml"),
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print the JSON document instead of the table")
+    ] = False,
+    progress: ProgressOpt = True,
+) -> None:
+    """Find the configuration with the most proofs per hour that is safe (Optuna)."""
+    from simgpu.report.document import write_json
+    from simgpu.sweep.cluster import PointRunner, dask_client
+    from simgpu.sweep.progress import progress_bar
+    from simgpu.sweep.tune import check_search, min_runs
+    from simgpu.sweep.tune import tune as run_tune
+    from simgpu.sweep.tune_report import print_tune, tune_document, write_best
+
+    needed = min_runs(max_oom_risk)
+    if runs is None:
+        runs = needed
+    elif runs < needed:
+        raise UserError(
+            f"--runs {runs}: with no OOM in {runs} runs the OOM risk's upper 95% bound is still above "
+            f"{max_oom_risk:g}; showing --max-oom-risk {max_oom_risk:g} takes at least {needed} runs"
+        )
+    from simgpu.model.montecarlo import MAX_RUNS
+
+    _positive(runs, "--runs", MAX_RUNS)
+    price = _price(price_per_hour)
+    ram_limit = None if max_host_ram is None else parse_size(max_host_ram, "--max-host-ram")
+    writable(out, "--out", (".toml",))
+    axes = {
+        "design": design,
+        "gpu_workers": gpu_workers,
+        "partition_workers": partition_workers,
+        "vram": vram,
+        "host_ram": host_ram,
+        "concurrency": concurrency,
+    }
+    spec, prof, cfg, wl, grid = _space(
+        "tune",
+        profile,
+        config,
+        design,
+        axes,
+        workload=workload,
+        constraints=constraints,
+        partitions=partitions,
+        proofs=proofs,
+        seed=seed,
+    )
+    check_search(grid, trials, batch)
+    with dask_client(scheduler, workers) as client:
+        runner = PointRunner(client, spec, cfg, wl, runs)
+        with progress_bar(trials, f"tune: {trials} trials x {runs} runs", enabled=progress) as advance:
+            result = run_tune(
+                runner,
+                grid,
+                trials,
+                max_oom_risk=max_oom_risk,
+                max_host_ram=ram_limit,
+                sampler_seed=sampler_seed,
+                batch=batch,
+                on_trial=advance,
+            )
+    best = result.best_trial
+    if best is not None:
+        write_best(out, best, cfg, prof.name, result)
+    if json_out:
+        doc = tune_document(result, prof.name, wl, cfg, price, out if best else None)
+        sys.stdout.write(write_json(doc, None) + "\n")
+    else:
+        print_tune(result, grid, prof.name, price, out if best else None, Console())
+    if best is None:
+        raise _fail(
+            "error: no trial met the constraints (see the trials above; loosen them or widen the space)", 1
+        )
 
 
 @app.command()

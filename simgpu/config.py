@@ -15,7 +15,7 @@ configuration section lists them all):
   pre-Phase 7 pipelines).
 
 plus simgpu's own: [workload] (circuit size, partitions), [run] (proofs, concurrency,
-arrival rate, seed, retries) and [hardware] overrides (vram).  Command-line flags
+arrival rate, seed, retries) and [hardware] overrides of the profile (vram, host_ram).  Command-line flags
 override the file.
 """
 
@@ -50,6 +50,7 @@ class PipelineConfig:
     safety_margin: int = 5 << 30
     # [hardware] overrides of the profile
     vram: int | None = None
+    host_ram: int | None = None  # bytes of host RAM; None = the profile's
     # [workload]
     workload: str = ""
     partitions: int | None = None
@@ -94,6 +95,8 @@ class PipelineConfig:
             raise UserError(f"retry_backoff: must be finite seconds >= 0, got {self.retry_backoff!r}")
         if self.vram is not None and self.vram <= 0:
             raise UserError(f"vram: must be positive, got {self.vram}")
+        if self.host_ram is not None and self.host_ram <= 0:
+            raise UserError(f"host_ram: must be positive, got {self.host_ram}")
         return self
 
     def with_overrides(self, **overrides: Any) -> PipelineConfig:
@@ -117,6 +120,7 @@ _TOML_KEYS: dict[tuple[str, str], tuple[str, Any]] = {
     ("memory", "total_budget"): ("total_budget", "budget"),
     ("memory", "safety_margin"): ("safety_margin", "size"),
     ("hardware", "vram"): ("vram", "size"),
+    ("hardware", "host_ram"): ("host_ram", "size"),
     ("workload", "name"): ("workload", str),
     ("workload", "partitions"): ("partitions", int),
     ("workload", "constraints"): ("constraints", "count"),

@@ -21,7 +21,14 @@ from simgpu import cli
 from simgpu.config import _TOML_KEYS
 from simgpu.profile.tomlwrite import dumps
 
-COMMANDS = {"predict": cli.predict, "run": cli.run, "validate": cli.validate, "calibrate": cli.calibrate}
+COMMANDS = {
+    "predict": cli.predict,
+    "run": cli.run,
+    "validate": cli.validate,
+    "calibrate": cli.calibrate,
+    "sweep": cli.sweep,
+    "tune": cli.tune,
+}
 
 #: Valid arguments each command gets beside the fuzzed one, so that the run would be
 #: cheap and local if the fuzzed value were (wrongly) accepted.
@@ -30,19 +37,34 @@ BASE = {
     "run": ["--backend", "cpu"],
     "validate": ["--backend", "cpu", "--constraints", "2^10"],
     "calibrate": ["--backend", "cpu", "--out", "{tmp}/p.toml"],
+    "sweep": ["--no-progress", "--vram", "16G,24G"],
+    "tune": ["--no-progress", "--trials", "2", "--batch", "2", "--out", "{tmp}/best.toml"],
 }
 
 garbage = st.text(
     alphabet=string.ascii_letters + string.punctuation.replace("-", ""), min_size=1, max_size=12
 ).map(lambda s: "x" + s)
 BAD_INT = ["banana", "1.5", "-1", "", "9" * 25, "0x10"]
-BAD_FLOAT = ["banana", "-1", "0", "inf", "nan", ""]
+BAD_FLOAT = ["banana", "-1", "inf", "nan", ""]
+#: Floats for which 0 is malformed too (a rate, a share that must leave room).
+POSITIVE_FLOATS = {"arrival_rate"}
 BAD_SIZE = ["banana", "-1G", "1e999", "", "2^99", "nan", "12 parsecs"]
 BAD_INPUT_PATH = ["{tmp}/missing.toml", "{tmp}", "{tmp}/file.toml/below", "\x00"]
 BAD_OUTPUT_PATH = ["{tmp}", "{tmp}/missing/x.json", "{tmp}/file.toml/below", "\x00"]
-SIZE_OPTIONS = {"vram", "constraints", "memory_budget", "sizes", "contention_size"}
+SIZE_OPTIONS = {
+    "vram",
+    "constraints",
+    "memory_budget",
+    "sizes",
+    "contention_size",
+    "host_ram",
+    "max_host_ram",
+}
+#: The grid axes of sweep and tune: ranges (1..4:1) or lists, of counts or sizes.
+AXES = {"gpu_workers", "partition_workers", "concurrency"}
+BAD_AXIS = ["banana", "4..1", "1..", "..4", "1..4:0", "1..4:-1", "1,,2", "0", "-1", "1e999"]
 #: Options that only choose among names: any name not among them is malformed.
-NAME_OPTIONS = {"design", "profile", "backend", "workload"}
+NAME_OPTIONS = {"design", "profile", "backend", "workload", "x", "y"}
 OUTPUT_PATHS = {"trace", "plot", "out"}
 #: A directory the command creates if it must: malformed when it cannot be one.
 BAD_DIRECTORY = ["{tmp}/file.toml", "{tmp}/file.toml/below", "\x00"]
@@ -66,6 +88,10 @@ def options(command: str) -> list[tuple[str, str, Any]]:
 def malformed(name: str, base: Any) -> st.SearchStrategy[str]:
     if name in SIZE_OPTIONS:
         return st.sampled_from(BAD_SIZE) | garbage
+    if name in AXES:
+        return st.sampled_from(BAD_AXIS) | garbage
+    if name == "scheduler":
+        return st.sampled_from(["banana", "tcp://", "tcp://:x", "http//nowhere"])
     if name in NAME_OPTIONS:
         return garbage
     if name in OUTPUT_PATHS:
@@ -77,7 +103,10 @@ def malformed(name: str, base: Any) -> st.SearchStrategy[str]:
     if base is int:
         return st.sampled_from(BAD_INT) | garbage
     if base is float:
-        return st.sampled_from(BAD_FLOAT) | garbage
+        extra = ["0"] if name in POSITIVE_FLOATS else []
+        if name == "max_oom_risk":
+            extra = ["0", "1.5"]
+        return st.sampled_from(BAD_FLOAT + extra) | garbage
     raise AssertionError(f"option {name} of type {base}: add its malformed values to this test")
 
 

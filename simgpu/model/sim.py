@@ -56,6 +56,12 @@ class SimRuntime(RuntimeBase):
         self.env = simpy.Environment()
         self.resolved = profile.resolve(workload.constraints)
         hw = profile.hardware
+        host_ram = config.host_ram or hw.host_ram  # [hardware] host_ram overrides the profile's
+        if host_ram <= hw.host_resident:
+            raise UserError(
+                f"host RAM of {host_ram:,} bytes is not more than the {hw.host_resident:,} bytes "
+                f"resident on the host in profile {profile.name} (raise --host-ram)"
+            )
         vram = config.vram if config.vram is not None else hw.vram
         resident = self.resolved.vram_resident
         if vram <= resident:
@@ -65,7 +71,7 @@ class SimRuntime(RuntimeBase):
             )
         now = self.now
         self.vram = [vram_ledger(d, vram, resident, clock=now) for d in range(config.devices)]
-        self.host = host_ledger(hw.host_ram, hw.host_resident, clock=now)
+        self.host = host_ledger(host_ram, hw.host_resident, clock=now)
         # One driver process drives every device: one interpreter lock, one result channel.
         capacity: dict[Any, float] = {
             "membw": hw.membw_gbps,
@@ -98,14 +104,12 @@ class SimRuntime(RuntimeBase):
                 f"idle device: {too_big} (raise --vram or lower --constraints)"
             )
         host_need = sum(size for _, size in self.resolved.stages["synthesis"].host_out)
-        if host_need > hw.host_ram - hw.host_resident:
+        if host_need > host_ram - hw.host_resident:
             raise UserError(
                 f"a partition of {workload.constraints:,} constraints needs {host_need / 2**30:.1f} GiB "
                 f"of host RAM, more than the machine has beyond its resident set: {too_big}"
             )
-        budget = (
-            config.total_budget if config.total_budget is not None else hw.host_ram - config.safety_margin
-        )
+        budget = config.total_budget if config.total_budget is not None else host_ram - config.safety_margin
         self._host_budget = max(0, budget - hw.host_resident)
         if self.resolved.partition_estimate > self._host_budget:
             raise UserError(

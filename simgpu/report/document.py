@@ -39,12 +39,35 @@ def meta_of(
     cfg = {k: v for k, v in asdict(config).items() if k not in ("workload", "partitions", "constraints")}
     if cfg.get("vram") is None:
         cfg["vram"] = vram
+    if cfg.get("host_ram") is None:
+        # only an override is shown (host.ram_bytes has the RAM used), so documents of runs
+        # without one read as before
+        cfg.pop("host_ram", None)
     wl = {"name": workload.name, "partitions": workload.partitions, "constraints": workload.constraints}
     return Meta(mode=mode, design=design, profile=profile, workload=wl, config=cfg)
 
 
-def build_document(meta: Meta, agg: dict[str, Any], runs: list[RunSummary]) -> dict[str, Any]:
-    """The JSON document (schema documented in the README)."""
+def proofs_per_hour(throughput_s_per_proof: float | None) -> float | None:
+    """Proofs per hour from seconds per proof (None when no proof completed)."""
+    return 3600.0 / throughput_s_per_proof if throughput_s_per_proof else None
+
+
+def price_fields(throughput_s_per_proof: float | None, price_per_hour: float) -> dict[str, Any]:
+    """What a machine rented at `price_per_hour` gives: proofs per hour and the price of
+    one proof, in the price's currency (None where no proof completed)."""
+    rate = proofs_per_hour(throughput_s_per_proof)
+    return {
+        "price_per_hour": price_per_hour,
+        "proofs_per_hour": rate,
+        "price_per_proof": price_per_hour / rate if rate else None,
+    }
+
+
+def build_document(
+    meta: Meta, agg: dict[str, Any], runs: list[RunSummary], price_per_hour: float | None = None
+) -> dict[str, Any]:
+    """The JSON document (schema documented in the README).  With `price_per_hour`, the
+    price fields follow the throughput."""
     first = runs[0]
     locks: dict[str, dict[str, float]] = {}
     for r in runs:
@@ -62,7 +85,7 @@ def build_document(meta: Meta, agg: dict[str, Any], runs: list[RunSummary]) -> d
         "profile": meta.profile,
         "workload": meta.workload,
         "config": meta.config,
-        **agg,
+        **_with_price(agg, price_per_hour),
         "locks": locks,
         "oom_events": [dict(o, run_seed=r.seed) for r in runs for o in r.oom_events],
         "failures": [dict(f, run_seed=r.seed) for r in runs for f in r.failures],
@@ -95,6 +118,17 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [json_safe(v) for v in obj]
     return obj
+
+
+def _with_price(agg: dict[str, Any], price_per_hour: float | None) -> dict[str, Any]:
+    if price_per_hour is None:
+        return agg
+    out: dict[str, Any] = {}
+    for key, value in agg.items():
+        out[key] = value
+        if key == "throughput_s_per_proof_max":
+            out.update(price_fields(agg["throughput_s_per_proof"], price_per_hour))
+    return out
 
 
 def write_json(doc: dict[str, Any], path: str | Path | None) -> str:

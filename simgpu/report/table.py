@@ -40,6 +40,10 @@ def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
     if runs > 1 and doc.get("throughput_s_per_proof_min") is not None:
         spread = f" ({doc['throughput_s_per_proof_min']:.2f}-{doc['throughput_s_per_proof_max']:.2f})"
     t.add_row("throughput", ("-" if thr is None else f"{thr:.2f} s/proof") + spread)
+    if "price_per_hour" in doc:
+        rate, each = doc["proofs_per_hour"], doc["price_per_proof"]
+        t.add_row("proofs per hour", "-" if rate is None else f"{rate:.1f}")
+        t.add_row(f"$ per proof (at ${doc['price_per_hour']:g}/h)", "-" if each is None else f"${each:.4f}")
     style = "red" if p["failed"] else "green"
     t.add_row("proofs completed / failed", f"[{style}]{p['completed']} / {p['failed']}[/{style}]")
     if p.get("not_started"):
