@@ -283,6 +283,12 @@ def run(
     ] = False,
     trace: Annotated[Path | None, typer.Option(help="write a Chrome/Perfetto trace")] = None,
     plot: Annotated[Path | None, typer.Option(help="write a PNG: Gantt chart + memory over time")] = None,
+    timeline: Annotated[
+        Path | None,
+        typer.Option(
+            help="write the run as a cuzk daemon log (TIMELINE/CUZK_TIMING lines; docs/log-format.md)"
+        ),
+    ] = None,
 ) -> None:
     """Prove for real with the same scheduler code, and report like predict."""
     from simgpu.real.run import real_run
@@ -321,10 +327,16 @@ def run(
         write_trace(trace, outcome.result, meta)
     if plot:
         write_plot(plot, outcome.result, meta)
+    if timeline:
+        from simgpu.report.timeline import write_timeline
+
+        write_timeline(timeline, outcome.result, cfg, n, os.cpu_count() or 1)
     if json_out:
         sys.stdout.write(write_json(doc, None) + "\n")
     else:
         print_table(doc, console)
+        if timeline:
+            console.print(f"timeline: {timeline} (read it back: simgpu calibrate --from-log {timeline})")
         if outcome.result.interrupted:
             console.print(f"[yellow]{outcome.result.interrupted}[/yellow]: the table covers what finished")
 
@@ -480,11 +492,39 @@ def calibrate(
     ] = B_G2_THREADS,
     vram: VramOpt = None,
     keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
+    from_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-log", help="fit from a proving daemon's log (cuzk TIMELINE/CUZK_TIMING lines) instead"
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="with --from-log: the daemon's TOML, for what the log does not say"
+        ),
+    ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option(help="with --from-log: the profile for what a log cannot inform (default: the seed)"),
+    ] = None,
 ) -> None:
-    """Measure the real prover over a ladder of sizes and write a fitted profile."""
+    """Measure the real prover over a ladder of sizes and write a fitted profile; or,
+    with --from-log, fit one from a proving daemon's own log."""
     from simgpu.calibrate.build import calibrate as run_calibration
     from simgpu.real.executor import ProverSettings
 
+    if from_log is not None:
+        from simgpu.calibrate.fromlog import fit_from_log
+
+        fitted = fit_from_log(from_log, out, config, base)
+        console = Console(highlight=False, soft_wrap=True)
+        for line in fitted.summary():
+            console.print(line, markup=False)
+        console.print(f"wrote {out}", markup=False)
+        return
+    if config is not None or base is not None:
+        raise UserError("--config and --base go with --from-log")
     if repeats < 1:
         raise UserError(f"--repeats: must be at least 1, got {repeats}")
     ladder = size_ladder(sizes)
