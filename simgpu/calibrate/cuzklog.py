@@ -160,6 +160,11 @@ def tracing_line(timestamp: str, target: str, message: str, **fields: object) ->
 # ------------------------------------------------------------------ reading
 
 
+def _shown(template: str) -> str:
+    """A template as an error message shows it: prep_msm_ms=<prep_msm_ms>."""
+    return re.sub(r"\{(\w+)\}", r"<\1>", template)
+
+
 def _pattern(template: str, text_fields: tuple[str, ...] = ()) -> re.Pattern[str]:
     """A template's regex: literal text, and {name} as a whole number (or, for
     text_fields, any run of characters without a comma)."""
@@ -307,7 +312,7 @@ class _Reader:
         forms = _DETAIL_RE[event]
         part_m, mono_m = forms[0].fullmatch(detail), forms[1].fullmatch(detail)
         if part_m is None and mono_m is None:
-            want = " or ".join(repr(f) for f in TIMELINE_DETAILS[event])
+            want = " or ".join(repr(_shown(f)) for f in TIMELINE_DETAILS[event])
             raise self.fail(no, f"expected a {event} detail {want}, got {detail!r}")
         if part_m is None:
             # a monolithic job (a whole batch in one call): not a partition pipeline
@@ -384,7 +389,7 @@ class _Reader:
             return
         for kind in USED_TIMING:
             if _TIMING_KEYS[kind] + "=" in body:
-                raise self.fail(no, f"expected 'CUZK_TIMING: {TIMING_FORMATS[kind]}', got {text!r}")
+                raise self.fail(no, f"expected 'CUZK_TIMING: {_shown(TIMING_FORMATS[kind])}', got {text!r}")
         self.skipped["CUZK_TIMING of another kind"] += 1
 
     def other(self, no: int, text: str) -> None:

@@ -53,6 +53,11 @@ MIN_SPREAD = 0.05
 #: The host resources whose bounds a log can fit (the interpreter lock and the driver's
 #: result channel are simgpu's own prover's: kept from the base).
 FITTED_RESOURCES = ("membw", "cores")
+#: Host terms a fit may add to a stage whose base profile has none: the GPU part under
+#: the mutex is driven by a host thread (a core) and streams its bases from host memory
+#: (DESIGN.md: GPU stages slow when synthesis saturates DDR).  Its own bandwidth demand is
+#: not in a log, so it is 0: the term slows the kernels, it does not load the others.
+CANDIDATES: dict[str, dict[str, float]] = {"kernels": {"cores": 1.0, "membw": 0.0}}
 #: The log's resolution: cuzk truncates to whole milliseconds.
 QUANTUM = 1e-3
 #: Monte Carlo runs of the check prediction.
@@ -360,6 +365,7 @@ class Bound:
     bound: float
     fitted: bool
     why: str
+    demand: float | None = None  # set for a term the base lacks and the fit added
 
 
 @dataclass
@@ -497,8 +503,10 @@ def fit_stage(
     quant_var: list[float],
     resources: list[str],
     capacity: dict[str, float],
+    candidates: dict[str, float] | None = None,
 ) -> StageFit:
-    """The unloaded time t0 and the identifiable bounds of one stage's own uses.
+    """The unloaded time t0 and the identifiable bounds of one stage's own uses (and of
+    the candidate terms, resource -> demand, that the base lacks).
 
     In the model a job of work t0 * noise runs at speed 1 / stretch(t), stretch = 1 +
     sum_r bound_r g_r(t), g_r the oversubscription of resource r beside it; so the work a
@@ -507,14 +515,16 @@ def fit_stage(
     logarithm: the model's noise is lognormal), and t0 is its mean."""
     from scipy.optimize import minimize
 
-    used = [r for r in resources if r in own and r in capacity]
+    added = {r: d for r, d in (candidates or {}).items() if r not in own and r in capacity}
+    own = own | {r: (d, 0.0) for r, d in added.items()}
+    used = [r for r in sorted(set(resources) | set(added)) if r in own and r in capacity]
     dts, gs, extras, inh = [], [], [], []
     for sp in sample_pieces:
         dt_l, g_l, x_l, m_l = [], [], [], []
         for ph, dt, load in sp:
             g = np.zeros((len(dt), len(used)))
             extra = np.zeros(len(dt))
-            for r, (dem, bnd) in ph.uses.items():
+            for r, (dem, bnd) in (own if ph.inherits else ph.uses).items():
                 if r not in capacity:
                     continue  # a device resource: the mutex keeps it to one job
                 k = resources.index(r)
@@ -542,7 +552,9 @@ def fit_stage(
         base_f = own[r][1]
         col = gbar[:, c]
         spread = float(np.std(col))
-        if r not in FITTED_RESOURCES:
+        if r in added:
+            pass  # a term the base lacks: fitted where identifiable, else not added (below)
+        elif r not in FITTED_RESOURCES:
             bounds.append(Bound(r, base_f, False, "kept from the base (a log does not time it)"))
         elif len(t) < MIN_CONTENTION_SAMPLES:
             why = f"kept from the base: {len(t)} samples, fitting a bound needs {MIN_CONTENTION_SAMPLES}"
@@ -558,17 +570,40 @@ def fit_stage(
             bounds.append(Bound(r, base_f, False, why))
         else:
             fit.append(r)
+    for r in [x for x in used if x in added]:
+        col = gbar[:, used.index(r)]
+        if len(t) >= MIN_CONTENTION_SAMPLES and float(np.std(col)) >= MIN_SPREAD:
+            fit.append(r)
+        else:
+            bounds.append(
+                Bound(r, 0.0, False, "not in the base; not added: the log does not show it at several loads")
+            )
+
     # resources whose load rises and falls together cannot be told apart: they keep the
     # base's ratio and share one fitted scale
+    def together(a: str, b: str) -> bool:
+        c0, c1 = gbar[:, used.index(a)], gbar[:, used.index(b)]
+        return abs(float(np.corrcoef(c0, c1)[0, 1])) > 0.95
+
     groups: list[list[str]] = []
-    for r in fit:
+    for r in [x for x in fit if x not in added]:
         for grp in groups:
-            c0, c1 = gbar[:, used.index(grp[0])], gbar[:, used.index(r)]
-            if abs(float(np.corrcoef(c0, c1)[0, 1])) > 0.95:
+            if together(grp[0], r):
                 grp.append(r)
                 break
         else:
             groups.append([r])
+    # a term the base lacks has no ratio to keep: of added terms that rise together only
+    # the first (the host thread's core before the bandwidth) is fitted
+    for r in [x for x in fit if x in added]:
+        first = next((grp[0] for grp in groups if grp[0] in added and together(grp[0], r)), None)
+        if first is None:
+            groups.append([r])
+        else:
+            why = (
+                f"not in the base; not added: its load rose with {first}'s, and a log cannot tell them apart"
+            )
+            bounds.append(Bound(r, 0.0, False, why))
     fixed = {b.resource: b.bound for b in bounds}
     room = max(0.0, 1.0 - sum(fixed.values()))
 
@@ -610,6 +645,10 @@ def fit_stage(
                 bounds.append(
                     Bound(r, own[r][1], False, f"kept from the base: {why}, but the fit ran into bound 1")
                 )
+            elif r in added and fitted[r] < 0.005:
+                bounds.append(Bound(r, 0.0, False, f"not in the base; not added: {why} gave bound 0"))
+            elif r in added:
+                bounds.append(Bound(r, float(fitted[r]), True, why + "; added: not in the base", added[r]))
             else:
                 bounds.append(Bound(r, float(fitted[r]), True, why + f"; base {own[r][1]:.4g}"))
     w = work({b.resource: b.bound for b in bounds})
@@ -785,6 +824,7 @@ def fit_stages(s: Samples, prof: Profile, n: int, cores: float) -> dict[str, Sta
             [j.quant_var for j in s.stages[name]],
             resources,
             capacity,
+            CANDIDATES.get(stage),
         )
         at += k
     return fits
@@ -819,8 +859,31 @@ class _Doc:
         self.stages[stage]["noise_cv"] = round(max(0.005, fit.cv), 4)
         uses = self.stages[stage].get("uses")
         for b in fit.bounds:
-            if b.fitted and uses is not None and b.resource in uses:
+            if b.fitted and b.demand is not None:
+                if uses is None:
+                    uses = self.stages[stage]["uses"] = Inline()
+                uses[b.resource] = Inline(demand=b.demand, bound=round(b.bound, 4))
+                self.notes.append(f"{stage}: {b.resource} term added ({b.why})")
+            elif b.fitted and uses is not None and b.resource in uses:
                 uses[b.resource] = Inline(demand=uses[b.resource].get("demand", 1.0), bound=round(b.bound, 4))
+        if uses:
+            self._make_room(stage, uses)
+
+    def _make_room(self, stage: str, uses: dict[str, Any]) -> None:
+        """A stage's bounds add up to at most 1: where an added host term pushes them over,
+        the device terms (which a log cannot see: the mutex keeps one job on the GPU) give
+        up the difference."""
+        host = sum(
+            float(u["bound"]) for r, u in uses.items() if r not in DEVICE and _is_number(u.get("bound"))
+        )
+        device = {r: u for r, u in uses.items() if r in DEVICE and _is_number(u.get("bound"))}
+        total = host + sum(float(u["bound"]) for u in device.values())
+        if total <= 1.0 + 1e-9 or not device:
+            return
+        scale = max(0.0, 1.0 - host) / sum(float(u["bound"]) for u in device.values())
+        for r, u in device.items():
+            u["bound"] = round(float(u["bound"]) * scale, 4)
+            self.notes.append(f"{stage}: {r} bound lowered to {u['bound']} so that its bounds add up to 1")
 
     def set_kernels(self, seconds: float, shares: list[tuple[str, float, bool]]) -> None:
         kernels = self.stages["kernels"]
@@ -842,6 +905,13 @@ class _Doc:
                 ph["time"] = law_at(laws[i], self.n, seconds * share)
                 phases.append(ph)
         kernels["phases"] = phases
+
+
+DEVICE = ("gpu", "h2d")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def _mean_wait(summaries: list[Any]) -> float:
