@@ -7,12 +7,13 @@ reads it; docs/log-format.md maps each of its fields to simgpu's stages).  From 
   b_g2_msm and the GPU part under the mutex from the CUZK_TIMING durations, the
   epilogue from what the GPU call leaves over;
 * the contention laws: a stage's time against what else ran beside it.  Each sample's
-  load on a shared resource is the demand of the jobs that overlapped it (their
-  demands are the base profile's), and the bound fraction of each resource the stage
-  leans on is fitted by non-negative least squares on relative error, as the model
-  applies it (simgpu.model.contention: time = t0 (1 + sum_r bound_r g_r), g_r the
-  resource's oversubscription).  A bound is fitted only where the log shows the stage
-  at several load levels; otherwise it is not identifiable and the base's stays;
+  load on a shared resource is the demand of the jobs that ran beside it, piece by piece
+  (their demands are the base profile's), and the bound fraction of each resource the
+  stage leans on is the one under which the work the samples imply, as the model applies
+  the law (simgpu.model.contention: speed 1 / (1 + sum_r bound_r g_r), g_r the resource's
+  oversubscription), is most alike across them.  A bound is fitted only where the log
+  shows the stage at several load levels; otherwise it is not identifiable and the
+  base's stays;
 * the configuration: from the daemon's startup lines, else from --config (a cuzk TOML),
   else inferred from the log (and said so).
 
@@ -390,15 +391,19 @@ class PhaseUse:
     inherits: bool  # takes the stage's own uses (those are the bounds a fit writes)
 
 
-def phase_uses(prof: Profile, n: int) -> dict[str, list[PhaseUse]]:
-    """Per stage of the base, its phases' uses at size n.  A log times a stage, not its
-    phases: each sample is cut into its phases in the base's proportions, so that a phase
-    with uses of its own (simgpu's synthesis hands its result back through the driver's
-    one result thread at its end) loads the others, and is slowed, where it runs."""
+def phase_uses(
+    prof: Profile, n: int, extra: dict[str, dict[str, tuple[float, float]]] | None = None
+) -> dict[str, list[PhaseUse]]:
+    """Per stage of the base, its phases' uses at size n (with `extra` stage-level uses
+    added).  A log times a stage, not its phases: each sample is cut into its phases in
+    the base's proportions, so that a phase with uses of its own (simgpu's synthesis hands
+    its result back through the driver's one result thread at its end) loads the others,
+    and is slowed, where it runs."""
     out: dict[str, list[PhaseUse]] = {}
     for name, st in prof.stages.items():
         where = f"[stages.{name}]"
         own = {r: (u.demand, u.bound) for r, u in uses_at(st.uses, n, where).items()}
+        own |= (extra or {}).get(name, {})
         times = [max(0.0, ph.time(n)) for ph in st.phases]
         total = sum(times)
         out[name] = [
@@ -800,8 +805,25 @@ class FromLog:
 
 
 def fit_stages(s: Samples, prof: Profile, n: int, cores: float) -> dict[str, StageFit]:
-    """Every fitted stage: synthesis, prep, b_g2_msm and the GPU part under the mutex."""
-    phases = phase_uses(prof, n)
+    """Every fitted stage: synthesis, prep, b_g2_msm and the GPU part under the mutex.
+    Where the GPU part gains a term the base lacks, the fit is made again with its demand
+    loading the others (a core driving the GPU is a core the others do not have)."""
+    fits = _fit_pass(s, prof, n, cores, {})
+    added = {
+        b.resource: (b.demand, b.bound) for b in fits["held"].bounds if b.fitted and b.demand is not None
+    }
+    if not added:
+        return fits
+    again = _fit_pass(s, prof, n, cores, {"kernels": added})
+    kept = {b.resource for b in again["held"].bounds if b.fitted and b.demand is not None}
+    # a second fit that drops the term would leave its demand unaccounted: keep the first
+    return again if kept == set(added) else fits
+
+
+def _fit_pass(
+    s: Samples, prof: Profile, n: int, cores: float, extra: dict[str, dict[str, tuple[float, float]]]
+) -> dict[str, StageFit]:
+    phases = phase_uses(prof, n, extra)
     resources = sorted({r for ps in phases.values() for ph in ps for r in ph.uses if r not in ("gpu", "h2d")})
     hw = prof.hardware
     capacity = {"membw": hw.membw_gbps, "cores": cores, "gil": 1.0, "driver_rx": 1.0}
@@ -924,6 +946,19 @@ def _mean_wait(summaries: list[Any]) -> float:
     return total / acq if acq else 0.0
 
 
+def _mean_queue(records: list[Any]) -> float | None:
+    """Mean seconds from partition_queued to partition_picked in one predicted run."""
+    queued: dict[tuple[int, int], float] = {}
+    waits = []
+    for r in records:
+        key = (r.proof, r.partition)
+        if r.event == "partition_queued":
+            queued[key] = r.t
+        elif r.event == "partition_picked" and key in queued:
+            waits.append(r.t - queued.pop(key))
+    return statistics.mean(waits) if waits else None
+
+
 def _check(pred: float | None, logged: float) -> dict[str, float | None]:
     err = None if pred is None or logged <= 0 else (pred - logged) / logged
     return {"predicted": pred, "logged": logged, "rel_error": err}
@@ -1010,6 +1045,7 @@ def fit_from_log(
             pred.aggregate()["throughput_s_per_proof"], makespan / len(log.jobs())
         ),
         "mean mutex wait": _check(_mean_wait(pred.summaries), statistics.mean(s.waits)),
+        "mean GPU queue wait": _check(_mean_queue(pred.first.records), statistics.mean(s.queue)),
     }
     doc["calibration"] = _calibration_table(log_path, prof, design, fits, st, checks)
     header = _header(log_path, log, prof, n, fits, st, design, kept, checks)
