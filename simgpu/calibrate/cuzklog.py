@@ -78,27 +78,10 @@ TIMING_FORMATS: dict[str, str] = {
 #: The CUZK_TIMING kinds a profile is fitted from.
 USED_TIMING = ("prep", "b_g2", "lock", "ntt_msm_h", "barrier", "batch_add", "tail", "held")
 
-#: Startup lines (tracing events) that say how the daemon ran: message -> the fields it
-#: carries, in the order cuzk writes them; the ones simgpu reads are in STARTUP_USED.
-STARTUP_FIELDS: dict[str, tuple[str, ...]] = {
-    "initializing GPU workers": ("num_gpus", "gpu_workers_per_device", "total_workers", "gpus"),
-    "starting pipeline: synthesis task + GPU workers (budget-gated)": (
-        "configured_lookahead",
-        "max_partitions_in_budget",
-        "effective_lookahead",
-        "synth_worker_count",
-        "num_gpus",
-    ),
-    "memory budget initialized": ("total_budget_gib",),
-    "rayon global thread pool configured": ("rayon_threads",),
-    "set CUZK_GPU_THREADS for C++ groth16_pool": ("gpu_threads",),
-    "GPU queue target dispatch pacer enabled": ("gpu_queue_target",),
-    # pipeline.rs, synthesize_porep_c2_partition; the engine's own partition path logs the
-    # same message without num_constraints (partition, synth_ms, is_pinned)
-    "partition synthesis complete": ("partition", "synth_ms", "num_constraints"),
-}
-#: message -> the fields simgpu needs from it (a line lacking one is malformed);
-#: "partition synthesis complete" is read only where it carries num_constraints.
+#: Startup lines (tracing events) that say how the daemon ran: message -> the fields
+#: simgpu needs from it (a line lacking one is malformed; docs/log-format.md lists all
+#: their fields); "partition synthesis complete" is read only where it carries
+#: num_constraints (the older partition path in pipeline.rs logs it, the engine's does not).
 STARTUP_USED: dict[str, tuple[str, ...]] = {
     "initializing GPU workers": ("num_gpus", "gpu_workers_per_device"),
     "starting pipeline: synthesis task + GPU workers (budget-gated)": ("synth_worker_count",),
@@ -427,7 +410,7 @@ class _Reader:
 
     # -------------------------------------------------------------- the end
 
-    def finish(self, lines: int) -> None:
+    def finish(self) -> None:
         for life in sorted(self.partitions.values(), key=lambda p: p.events["SYNTH_START"].line):
             if len(life.events) < len(LIFECYCLE):
                 last = life.events[LIFECYCLE[len(life.events) - 1]]
@@ -467,7 +450,7 @@ def read_log(path: str | Path) -> CuzkLog:
             # no newline at the end, and the last line is not whole: cut while being written
             raise reader.fail(no, f"the log ends in the middle of a line ({row!r}): a truncated log")
         reader.read(no, i, row)
-    reader.finish(len(rows))
+    reader.finish()
     if not reader.partitions:
         kinds = ", ".join(f"{n} {k}" for k, n in reader.skipped.most_common()) or "nothing"
         raise UserError(

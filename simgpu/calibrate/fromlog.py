@@ -37,7 +37,16 @@ from typing import Any
 
 import numpy as np
 
-from simgpu.calibrate.cuzklog import MUTEX_LOCKS, PHASE_FIELDS, CuzkLog, read_log
+from simgpu.calibrate.cuzklog import (
+    MUTEX_LOCKS,
+    PHASE_FIELDS,
+    SOURCE_COMMIT,
+    STAGE_SOURCES,
+    TIMELINE_SOURCE,
+    TIMING_SOURCE,
+    CuzkLog,
+    read_log,
+)
 from simgpu.calibrate.refit import _inline_laws
 from simgpu.config import PipelineConfig, Workload, load_toml, read_config_table
 from simgpu.errors import UserError
@@ -1073,6 +1082,7 @@ def _calibration_table(
     return {
         "method": "from-log",
         "log": log_path.name,
+        "formats": f"curio {SOURCE_COMMIT}",
         "base": prof.name,
         "design": design[0],
         "samples": {_key(f.stage): f.samples for f in fits.values()},
@@ -1103,7 +1113,10 @@ def _header(
         f"simgpu profile fitted by `simgpu calibrate --from-log` on {time.strftime('%Y-%m-%d %H:%M')}",
         f"from the daemon log {log_path.name} ({log.lines} lines: {len(log.jobs())} jobs, "
         f"{len(log.partitions)} partitions of {n:,} constraints), on the base profile {prof.name}.",
-        "Formats and the mapping of cuzk's stages to simgpu's: docs/log-format.md.",
+        f"Formats as printed by curio {SOURCE_COMMIT[:12]} ({TIMELINE_SOURCE}, {TIMING_SOURCE});",
+        "they and the mapping of cuzk's stages to simgpu's: docs/log-format.md.",
+        "Where such a log times each of simgpu's stages:",
+        *[f"  {stage}: {where};" for stage, where in STAGE_SOURCES.items()],
         "",
         "From the log:",
         "  stage times at the log's size and their noise: "

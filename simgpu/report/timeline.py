@@ -30,7 +30,14 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from simgpu.calibrate.cuzklog import MUTEX_LOCKS, PHASE_FIELDS, timeline_line, timing_line, tracing_line
+from simgpu.calibrate.cuzklog import (
+    MUTEX_LOCKS,
+    PHASE_FIELDS,
+    SOURCE_COMMIT,
+    timeline_line,
+    timing_line,
+    tracing_line,
+)
 from simgpu.config import PipelineConfig
 from simgpu.events import Record, RunResult
 
@@ -138,8 +145,8 @@ def timeline_lines(
     out.sort(key=lambda x: (x[0], x[1], x[2]))
     left_out = sorted(set(by_part) - completed)
     head = [
-        "simgpu run --timeline: cuzk's TIMELINE and CUZK_TIMING lines written from simgpu's records "
-        "(docs/log-format.md)"
+        f"simgpu run --timeline: cuzk's TIMELINE and CUZK_TIMING lines (as curio {SOURCE_COMMIT[:12]} prints "
+        "them; docs/log-format.md), written from simgpu's records"
     ]
     if left_out:
         head.append(
