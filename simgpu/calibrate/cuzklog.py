@@ -163,18 +163,9 @@ def _pattern(template: str, text_fields: tuple[str, ...] = ()) -> re.Pattern[str
 
 _DETAIL_RE = {ev: tuple(_pattern(f, ("kind",)) for f in forms) for ev, forms in TIMELINE_DETAILS.items()}
 _TIMING_RE = {kind: _pattern(f) for kind, f in TIMING_FORMATS.items()}
-#: The key each used CUZK_TIMING kind is recognised by: a line that has it but does not
-#: follow its kind's format is malformed (a CUZK_TIMING line of an unknown kind is skipped).
-_TIMING_KEYS = {
-    "prep": "prep_msm_ms",
-    "b_g2": "b_g2_msm_ms",
-    "lock": "mutex_wait_ms",
-    "ntt_msm_h": "ntt_msm_h_ms",
-    "barrier": "barrier_wait_ms",
-    "batch_add": "batch_add_ms",
-    "tail": "tail_msm_ms",
-    "held": "mutex_held_ms",
-}
+#: The fields of the used CUZK_TIMING kinds: a line that has one but does not follow its
+#: kind's format is malformed (a CUZK_TIMING line of an unknown kind is skipped).
+_USED_KEYS = {key: kind for kind in USED_TIMING for key in re.findall(r"(\w+)=\{", TIMING_FORMATS[kind])}
 _TIMELINE_RE = re.compile(r"TIMELINE,(?P<offset>\d+),(?P<event>[A-Z0-9_]+),(?P<job>[^,]+),(?P<detail>.*)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TRACING = re.compile(r"^\S+\s+(?:TRACE|DEBUG|INFO|WARN|ERROR)\s+(?P<rest>.*)$")
@@ -370,9 +361,11 @@ class _Reader:
                 self.open_regions.pop(0)
             self.samples.append(TimingSample(no, kind, values, pos))
             return
-        for kind in USED_TIMING:
-            if _TIMING_KEYS[kind] + "=" in body:
-                raise self.fail(no, f"expected 'CUZK_TIMING: {_shown(TIMING_FORMATS[kind])}', got {text!r}")
+        keys = [k for k in re.findall(r"(\w+)=", body) if k in _USED_KEYS]
+        if keys:
+            # gpu_tid starts four kinds' lines: the field after it says which one was meant
+            kind = _USED_KEYS[next((k for k in keys if k != "gpu_tid"), keys[0])]
+            raise self.fail(no, f"expected 'CUZK_TIMING: {_shown(TIMING_FORMATS[kind])}', got {text!r}")
         self.skipped["CUZK_TIMING of another kind"] += 1
 
     def other(self, no: int, text: str) -> None:
