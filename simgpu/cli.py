@@ -608,6 +608,12 @@ def run(
     json_out: JsonOpt = False,
     trace: TraceOpt = None,
     plot: PlotOpt = None,
+    timeline: Annotated[
+        Path | None,
+        typer.Option(
+            help="write the run as a cuzk daemon log (TIMELINE/CUZK_TIMING lines; docs/log-format.md)"
+        ),
+    ] = None,
 ) -> None:
     """Prove for real with the same scheduler code, and report like predict."""
     from simgpu.real.executor import ProverSettings
@@ -617,6 +623,7 @@ def run(
     from simgpu.sched.registry import resolve_design
 
     _outputs(trace, plot)
+    writable(timeline, "--timeline")
     cfg = pipeline_config(
         config,
         command="run",
@@ -646,10 +653,16 @@ def run(
     doc = real_document(outcome, dsg, settings.backend, wl, cfg)
     meta = meta_of("run", dsg.label, doc["profile"], outcome.vram_capacity, wl, cfg)
     _write_outputs(outcome.result, meta, trace, plot)
+    if timeline:
+        from simgpu.report.timeline import write_timeline
+
+        write_timeline(timeline, outcome.result, cfg, n, os.cpu_count() or 1)
     if json_out:
         sys.stdout.write(write_json(doc, None) + "\n")
     else:
         print_table(doc, console)
+        if timeline:
+            console.print(f"timeline: {timeline} (read it back: simgpu calibrate --from-log {timeline})")
         if outcome.result.interrupted:
             console.print(f"[yellow]{outcome.result.interrupted}[/yellow]: the table covers what finished")
     if outcome.result.interrupted:
@@ -778,15 +791,43 @@ def calibrate(
     b_g2_threads: BG2Opt = None,
     vram: VramOpt = None,
     keys_dir: KeysOpt = Path("out/keys"),
+    from_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-log", help="fit from a proving daemon's log (cuzk TIMELINE/CUZK_TIMING lines) instead"
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="with --from-log: the daemon's TOML, for what the log does not say"
+        ),
+    ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option(help="with --from-log: the profile for what a log cannot inform (default: the seed)"),
+    ] = None,
 ) -> None:
-    """Measure the real prover over a ladder of sizes and write a fitted profile."""
+    """Measure the real prover over a ladder of sizes and write a fitted profile; or,
+    with --from-log, fit one from a proving daemon's own log."""
     from simgpu.calibrate.build import calibrate as run_calibration
     from simgpu.prover import B_G2_THREADS
     from simgpu.real.executor import ProverSettings
 
+    writable(out, "--out", (".toml",))
+    if from_log is not None:
+        from simgpu.calibrate.fromlog import fit_from_log
+
+        fitted = fit_from_log(from_log, out, config, base)
+        console = Console(highlight=False, soft_wrap=True)
+        for line in fitted.summary():
+            console.print(line, markup=False)
+        console.print(f"wrote {out}", markup=False)
+        return
+    if config is not None or base is not None:
+        raise UserError("--config and --base go with --from-log")
     _positive(repeats, "--repeats", 1000)
     _positive(partitions, "--partitions", 10_000)
-    writable(out, "--out", (".toml",))
     ladder = size_ladder(sizes)
     settings = ProverSettings(
         backend=backend,

@@ -196,6 +196,8 @@ class Daemon:
             part = yield self.queue.get()
             if part is None:
                 return
+            # when this worker took it: the end of its wait in the queue (cuzk's GPU_PICKUP)
+            self.rt.record("partition_picked", proof=part.proof.id, partition=part.index)
             if part.proof.failed:
                 part.fail(PartitionAbandoned(f"{part.proof.label} already failed"))
                 continue
