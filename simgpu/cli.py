@@ -255,6 +255,12 @@ def predict(
             Console().print(f"plot: {plot}")
 
 
+#: Where b_g2_msm runs (run, validate, calibrate).
+B2gOnOpt = Annotated[
+    str, typer.Option("--b-g2-on", help="where b_g2_msm runs: cpu (the G2 pool) or gpu (the worker's device)")
+]
+
+
 @app.command()
 @reports_errors
 def run(
@@ -273,6 +279,7 @@ def run(
     b_g2_threads: Annotated[
         int, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
     ] = B_G2_THREADS,
+    b_g2_on: B2gOnOpt = "cpu",
     resident_bases: Annotated[bool, typer.Option(help="keep the key's bases in VRAM")] = False,
     retries: Annotated[int, typer.Option(help="re-queue a partition this often after an OOM")] = 0,
     max_gpu_queue_depth: Annotated[int, typer.Option(help="bound of the GPU queue (0 = unbounded)")] = 0,
@@ -305,7 +312,7 @@ def run(
         vram=_opt_size(vram, "--vram"),
     )
     dsg = resolve_design(design)
-    settings = _prover_settings(backend, cfg, b_g2_threads, resident_bases, keys_dir)
+    settings = _prover_settings(backend, cfg, b_g2_threads, resident_bases, keys_dir, b_g2_on)
     console = Console(stderr=json_out)
     outcome = real_run(n, partitions, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
     doc = _real_document(outcome, dsg, backend, n, partitions, cfg)
@@ -330,7 +337,12 @@ def run(
 
 
 def _prover_settings(
-    backend: str, cfg: PipelineConfig, b_g2_threads: int, resident_bases: bool, keys_dir: Path
+    backend: str,
+    cfg: PipelineConfig,
+    b_g2_threads: int,
+    resident_bases: bool,
+    keys_dir: Path,
+    b_g2_on: str = "cpu",
 ) -> Any:
     from simgpu.real.executor import ProverSettings
 
@@ -340,6 +352,7 @@ def _prover_settings(
         vram_limit=cfg.vram,
         partition_workers=cfg.partition_workers,
         b_g2_threads=b_g2_threads,
+        b_g2_on=b_g2_on,
         resident_bases=resident_bases,
         keys_dir=keys_dir,
         seed=cfg.seed,
@@ -383,6 +396,7 @@ def validate(
         int | None,
         typer.Option(help="cores one b_g2_msm is split over (default: as the profile was calibrated)"),
     ] = None,
+    b_g2_on: B2gOnOpt = "cpu",
     runs: Annotated[int, typer.Option(help="Monte Carlo runs of the prediction")] = 5,
     keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
     json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
@@ -428,7 +442,7 @@ def validate(
             f"this run splits it over {b_g2_threads}, so expect that stage to differ",
             markup=False,
         )
-    settings = _prover_settings(backend, cfg, b_g2_threads, False, keys_dir)
+    settings = _prover_settings(backend, cfg, b_g2_threads, False, keys_dir, b_g2_on)
     outcome = real_run(n, parts, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
     measured = _real_document(outcome, dsg, backend, n, parts, cfg)
     rows = compare(predicted, measured)
@@ -478,6 +492,7 @@ def calibrate(
     b_g2_threads: Annotated[
         int, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
     ] = B_G2_THREADS,
+    b_g2_on: B2gOnOpt = "cpu",
     vram: VramOpt = None,
     keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
 ) -> None:
@@ -493,6 +508,7 @@ def calibrate(
         vram_limit=_opt_size(vram, "--vram"),
         partition_workers=2,
         b_g2_threads=b_g2_threads,
+        b_g2_on=b_g2_on,
         keys_dir=keys_dir,
     )
     console = Console()

@@ -2,7 +2,8 @@
 
 Each stage of a partition calls simgpu.prover.groth16 on the partition's data:
 synthesis in a pool of worker processes (CPU-heavy Python, outside this process's GIL),
-b_g2_msm in a pool of processes holding the key's G2 points (simgpu.prover.g2pool), prep
+b_g2_msm in a pool of processes holding the key's G2 points (simgpu.prover.g2pool) or,
+with `b_g2_on="gpu"`, on the partition's device (the G2 MSM kernels), prep
 and epilogue on the calling thread, prestage and kernels on the worker's device backend
 (CuPy, or the CPU backend whose VRAM is a capped ledger).  Every partition proof is
 verified in its epilogue; a proof that does not verify fails its partition with
@@ -74,6 +75,9 @@ class ProverSettings:
     vram_limit: int | None = None
     partition_workers: int = 2
     b_g2_threads: int = B_G2_THREADS
+    #: where b_g2_msm runs: "cpu" (the G2 pool, outside the GPU lock: supraseal) or "gpu"
+    #: (the worker's device, as bellperson does)
+    b_g2_on: str = "cpu"
     resident_bases: bool = False
     stream_batch: int | None = None
     keys_dir: Path = field(default_factory=lambda: Path(os.environ.get("SIMGPU_KEYS", "out/keys")))
@@ -82,12 +86,29 @@ class ProverSettings:
     seed: int = 0
 
 
+class DeviceG2:
+    """b_g2_msm on a device behind the G2 pool's interface (`msm(prepared, chunks)`,
+    `close()`), for callers that hold the pool (calibration): `chunks` has no meaning
+    on the GPU."""
+
+    def __init__(self, pk: Any, backend: Any) -> None:
+        self.pk, self.backend = pk, backend
+
+    def msm(self, prepared: Any, chunks: int = 1) -> Any:
+        return groth16.b_g2_msm(prepared, self.pk, backend=self.backend)
+
+    def close(self) -> None:
+        return None
+
+
 class ProverExecutor:
     """Runs the prover's stages for RealRuntime (see simgpu.real.runtime.StageExecutor)."""
 
     def __init__(self, spec: CircuitSpec, settings: ProverSettings) -> None:
         self.spec = spec
         self.settings = settings
+        if settings.b_g2_on not in ("cpu", "gpu"):
+            raise UserError(f"--b-g2-on must be cpu or gpu, got {settings.b_g2_on!r}")
         # The trusted setup (on the GPU for CuPy) needs far more memory than proving: make
         # the keys on an uncapped device, then emulate the smaller card.
         self.backends = [self._make_backend(d, capped=False) for d in range(settings.devices)]
@@ -103,9 +124,13 @@ class ProverExecutor:
         self._pool: ProcessPoolExecutor | None = None
         # b_g2_msm's processes, one per core: concurrent MSMs share the cores, as the
         # CPU threads of a native prover do, and none of them holds this process's GIL.
-        self.g2 = G2Pool(
-            key_path(spec, SETUP_SEED, settings.keys_dir), max(settings.b_g2_threads, os.cpu_count() or 1)
-        )
+        # With b_g2_on "gpu", the first device instead (run_stage uses the partition's).
+        self.g2: G2Pool | DeviceG2
+        if settings.b_g2_on == "cpu":
+            workers = max(settings.b_g2_threads, os.cpu_count() or 1)
+            self.g2 = G2Pool(key_path(spec, SETUP_SEED, settings.keys_dir), workers)
+        else:
+            self.g2 = DeviceG2(self.pk, self.backends[0])
         self._peaks = [0] * settings.devices
         self._peak_lock = threading.Lock()
         self.verified: dict[tuple[int, int], bool] = {}
@@ -119,6 +144,7 @@ class ProverExecutor:
             ProverShape.estimate(spec),
             stream_batch=self.backends[0].stream_batch,
             resident_bases=settings.resident_bases,
+            b_g2_on=settings.b_g2_on,
         )
         self.plan = plan
         self._resolved: Resolved = profile_from_dict(
@@ -157,9 +183,7 @@ class ProverExecutor:
         synth = synthesize(self.spec, 0)
         for b in self.backends:
             try:
-                proof = groth16.prove(
-                    self.pk, synth, b, b_g2=lambda p: self.g2.msm(p, self.settings.b_g2_threads)
-                )
+                proof = groth16.prove(self.pk, synth, b, b_g2=lambda p, b=b: self._b_g2(p, b))
             except OutOfMemory as e:
                 raise UserError(
                     f"--vram {self.settings.vram_limit}: one partition of {self.spec.constraints:,} "
@@ -216,7 +240,15 @@ class ProverExecutor:
     # ------------------------------------------------------------ stages
 
     def stage_on(self, name: str) -> str:
+        if name == "b_g2_msm":
+            return self.settings.b_g2_on
         return "gpu" if name in GPU_STAGES else "cpu"
+
+    def _b_g2(self, prepared: Any, backend: Any) -> Any:
+        """b_g2_msm where the settings put it: the G2 pool, or `backend`'s device."""
+        if self.settings.b_g2_on == "cpu":
+            return self.g2.msm(prepared, self.settings.b_g2_threads)
+        return groth16.b_g2_msm(prepared, self.pk, backend=backend)
 
     def partition_seed(self, part: Partition) -> int:
         # distinct witnesses per (run seed, proof, partition); 0 is the warm-up's
@@ -240,7 +272,10 @@ class ProverExecutor:
             part.outputs["kernels"] = out
             return out
         if name == "b_g2_msm":
-            g2 = self.g2.msm(host.prepared, self.settings.b_g2_threads)
+            if self.settings.b_g2_on == "cpu":
+                g2 = self.g2.msm(host.prepared, self.settings.b_g2_threads)
+            else:
+                g2 = self._on_device(device, lambda b: self._b_g2(host.prepared, b))
             part.outputs["b_g2_msm"] = g2
             return g2
         if name == "epilogue":
