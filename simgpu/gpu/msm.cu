@@ -272,10 +272,6 @@ HD void fp_mul_const_one(u32* x, u64 i, const u32* cst) {
 // Without MSM_PART, all of them.
 #if defined(__CUDACC__)
 #define MSM_THREADS 128
-// Blocks per multiprocessor the bucket accumulation is compiled for (register budget).
-#ifndef MSM_ACC_MIN_BLOCKS
-#define MSM_ACC_MIN_BLOCKS 1
-#endif
 #define GID ((u64)blockIdx.x * blockDim.x + threadIdx.x)
 #if !defined(MSM_PART)
 #define MSM_ALL 1
@@ -284,7 +280,7 @@ HD void fp_mul_const_one(u32* x, u64 i, const u32* cst) {
 // The group-dependent kernels, for G1 (F = fp_t) and G2 (F = fp2_t, or fp2_call_t for
 // the reductions: see fp2.cuh).
 #define MSM_ACCUMULATE_KERNEL(NAME, F)                                                      \
-    extern "C" __global__ void __launch_bounds__(MSM_THREADS, MSM_ACC_MIN_BLOCKS)           \
+    extern "C" __global__ void __launch_bounds__(MSM_THREADS)                               \
     NAME(const u32* bases, const u32* sorted, const u32* bucket_off, const u32* rank, u32 nb, \
          u32 T, u32 nthreads, u32* out) {                                                   \
         const u64 t = GID;                                                                  \

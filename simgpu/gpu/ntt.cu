@@ -23,14 +23,6 @@
 #include "field.cuh"
 
 #define NTT_THREADS 256
-// Stages per shared-memory round trip: 2 (pairs of stages in registers) or 1 (radix-2).
-#ifndef NTT_MAX_WIDTH
-#define NTT_MAX_WIDTH 2
-#endif
-// Blocks per multiprocessor the pass kernels are compiled for (the register budget).
-#ifndef NTT_MIN_BLOCKS
-#define NTT_MIN_BLOCKS 1
-#endif
 #define NTT_TILE_LOG_MAX 10
 #define NTT_TILE_MAX (1 << NTT_TILE_LOG_MAX)
 #define SCALE_LO_LOG 10
@@ -118,100 +110,36 @@ HD void ntt_store_phase(const ntt_pass_params& p, u32* x, const u32* sh, u32 blk
     }
 }
 
-// The twiddle of a butterfly at group index m (its lower element) of stage i.
-HD fr_t stage_twiddle(const ntt_pass_params& p, u32 blk, u32 c, u32 m, u32 i) {
-    const u32 clog = p.tile_log - p.k;
-    const u32 off = ((blk << clog) + c) & ((1u << p.log_S) - 1);
-    u32 idx = (off + ((m & ((1u << i) - 1)) << p.log_S)) << (p.tw_log - 1 - p.log_S - i);
-    if (p.inverse) idx = (1u << (p.tw_log - 1)) - idx;
-    return load_fe<FrP>(p.tw + 8 * idx);
-}
-
-// One butterfly in registers: DIF (u, v) -> (u + v, (u - v) w), DIT (u + v w, u - v w);
-// the inverse swaps the add and subtract (w^-i = -w^(N/2 - i), see the top).
-template <bool DIF>
-HD void butterfly(const ntt_pass_params& p, fr_t& u, fr_t& v, const fr_t& w) {
-    if (DIF) {
-        const fr_t s = u + v;
-        v = (p.inverse ? v - u : u - v) * w;
-        u = s;
-    } else {
-        const fr_t t = v * w;
-        const fr_t s = p.inverse ? u - t : u + t;
-        v = p.inverse ? u + t : u - t;
-        u = s;
-    }
-}
-
-// Slot of work item b of a step whose items are groups of 2^width elements: the item's
-// group c and its base index m0 (bits lo .. lo + width - 1 clear).  Consecutive items
-// are consecutive slots where the layout allows (conflict-free shared memory).
-HD void step_item(const ntt_pass_params& p, u32 b, u32 lo, u32 width, u32* c, u32* m0) {
-    const u32 clog = p.tile_log - p.k;
-    u32 j;
-    if (c_fast(p)) { *c = b & ((1u << clog) - 1); j = b >> clog; }
-    else { j = b & ((1u << (p.k - width)) - 1); *c = b >> (p.k - width); }
-    *m0 = ((j >> lo) << (lo + width)) | (j & ((1u << lo) - 1));  // width zero bits at lo
-}
-
-// One step of a pass: radix-2 stage lo (width 1), or stages lo and lo + 1 together
-// (width 2: four elements in registers, their four butterflies, one shared-memory round
-// trip and one barrier for two stages).  DIF runs a pair's upper stage first, DIT its
-// lower one.  Each thread takes items b = tid, tid + nthreads, ...
+// One radix-2 stage (half-span h = S * 2^i) over the tile: each thread takes butterflies
+// b = tid, tid + nthreads, ...; consecutive b are consecutive slots (conflict-free).
 template <bool DIF>
 HD void ntt_stage_phase(const ntt_pass_params& p, u32* sh, u32 blk, u32 tid, u32 nthreads,
-                        u32 lo, u32 width) {
-    const u32 items = 1u << (p.tile_log - width);
-    for (u32 b = tid; b < items; b += nthreads) {
-        u32 c, m0;
-        step_item(p, b, lo, width, &c, &m0);
-        if (width == 1) {
-            const u32 e0 = slot_of(p, c, m0), e1 = slot_of(p, c, m0 | (1u << lo));
-            fr_t u = sh_load(sh, e0), v = sh_load(sh, e1);
-            butterfly<DIF>(p, u, v, stage_twiddle(p, blk, c, m0, lo));
-            sh_store(sh, e0, u);
-            sh_store(sh, e1, v);
-            continue;
-        }
-        const u32 a = 1u << lo, h = a << 1;  // bits of stages lo and lo + 1
-        const u32 e0 = slot_of(p, c, m0), e1 = slot_of(p, c, m0 | a);
-        const u32 e2 = slot_of(p, c, m0 | h), e3 = slot_of(p, c, m0 | h | a);
-        fr_t x0 = sh_load(sh, e0), x1 = sh_load(sh, e1), x2 = sh_load(sh, e2), x3 = sh_load(sh, e3);
-        // stage lo + 1 pairs (x0, x2), (x1, x3): twiddles of m0 and m0 | a; stage lo pairs
-        // (x0, x1), (x2, x3): one twiddle (bit lo + 1 is above its mask)
-        const fr_t w_hi0 = stage_twiddle(p, blk, c, m0, lo + 1);
-        const fr_t w_hi1 = stage_twiddle(p, blk, c, m0 | a, lo + 1);
-        const fr_t w_lo = stage_twiddle(p, blk, c, m0, lo);
+                        u32 i) {
+    const u32 clog = p.tile_log - p.k;
+    const u32 nb = 1u << (p.tile_log - 1);
+    const u32 lowmask = (1u << i) - 1;
+    const u32 tw_shift = p.tw_log - 1 - p.log_S - i;
+    for (u32 b = tid; b < nb; b += nthreads) {
+        u32 c, j;
+        if (c_fast(p)) { c = b & ((1u << clog) - 1); j = b >> clog; }
+        else { j = b & ((1u << (p.k - 1)) - 1); c = b >> (p.k - 1); }
+        const u32 m0 = ((j >> i) << (i + 1)) | (j & lowmask);
+        const u32 m1 = m0 | (1u << i);
+        const u32 e0 = slot_of(p, c, m0), e1 = slot_of(p, c, m1);
+        const u32 off = ((blk << clog) + c) & ((1u << p.log_S) - 1);
+        u32 idx = (off + ((m0 & lowmask) << p.log_S)) << tw_shift;
+        if (p.inverse) idx = (1u << (p.tw_log - 1)) - idx;
+        const fr_t w = load_fe<FrP>(p.tw + 8 * idx);
+        const fr_t u = sh_load(sh, e0);
+        const fr_t v = sh_load(sh, e1);
         if (DIF) {
-            butterfly<DIF>(p, x0, x2, w_hi0);
-            butterfly<DIF>(p, x1, x3, w_hi1);
-            butterfly<DIF>(p, x0, x1, w_lo);
-            butterfly<DIF>(p, x2, x3, w_lo);
+            sh_store(sh, e0, u + v);
+            sh_store(sh, e1, (p.inverse ? v - u : u - v) * w);
         } else {
-            butterfly<DIF>(p, x0, x1, w_lo);
-            butterfly<DIF>(p, x2, x3, w_lo);
-            butterfly<DIF>(p, x0, x2, w_hi0);
-            butterfly<DIF>(p, x1, x3, w_hi1);
+            const fr_t t = v * w;
+            sh_store(sh, e0, p.inverse ? u - t : u + t);
+            sh_store(sh, e1, p.inverse ? u + t : u - t);
         }
-        sh_store(sh, e0, x0);
-        sh_store(sh, e1, x1);
-        sh_store(sh, e2, x2);
-        sh_store(sh, e3, x3);
-    }
-}
-
-// The steps of a pass of k stages: pairs of stages where possible.  DIF goes from the
-// top stage down (k-2 and k-1 first), DIT from stage 0 up; an odd k leaves one radix-2
-// step, the last for DIF (stage 0), the last for DIT (stage k-1).
-HD u32 pass_steps(u32 k) { return NTT_MAX_WIDTH == 2 ? (k + 1) / 2 : k; }
-HD void pass_step(u32 k, bool dif, u32 s, u32* lo, u32* width) {
-    const u32 pairs = NTT_MAX_WIDTH == 2 ? k / 2 : 0;
-    if (s < pairs) {
-        *width = 2;
-        *lo = dif ? k - 2 - 2 * s : 2 * s;
-    } else {
-        *width = 1;
-        *lo = dif ? 0 : k - 1;
     }
 }
 
@@ -222,10 +150,8 @@ __device__ __forceinline__ void ntt_pass_kernel(const u64* ptrs, const ntt_pass_
     u32* x = reinterpret_cast<u32*>(ptrs[blockIdx.y]);
     ntt_load_phase(p, x, sh, blockIdx.x, threadIdx.x, blockDim.x);
     __syncthreads();
-    for (u32 s = 0; s < pass_steps(p.k); s++) {
-        u32 lo, width;
-        pass_step(p.k, DIF, s, &lo, &width);
-        ntt_stage_phase<DIF>(p, sh, blockIdx.x, threadIdx.x, blockDim.x, lo, width);
+    for (u32 s = 0; s < p.k; s++) {
+        ntt_stage_phase<DIF>(p, sh, blockIdx.x, threadIdx.x, blockDim.x, DIF ? p.k - 1 - s : s);
         __syncthreads();
     }
     ntt_store_phase(p, x, sh, blockIdx.x, threadIdx.x, blockDim.x);
@@ -241,12 +167,12 @@ __device__ __forceinline__ void ntt_pass_kernel(const u64* ptrs, const ntt_pass_
                          {pre_mode, pre_bitrev, pre_lo, pre_hi},                        \
                          {post_mode, post_bitrev, post_lo, post_hi}}
 
-extern "C" __global__ void __launch_bounds__(NTT_THREADS, NTT_MIN_BLOCKS) ntt_dif_pass(NTT_PASS_ARGS) {
+extern "C" __global__ void __launch_bounds__(NTT_THREADS) ntt_dif_pass(NTT_PASS_ARGS) {
     NTT_PASS_PARAMS;
     ntt_pass_kernel<true>(ptrs, p);
 }
 
-extern "C" __global__ void __launch_bounds__(NTT_THREADS, NTT_MIN_BLOCKS) ntt_dit_pass(NTT_PASS_ARGS) {
+extern "C" __global__ void __launch_bounds__(NTT_THREADS) ntt_dit_pass(NTT_PASS_ARGS) {
     NTT_PASS_PARAMS;
     ntt_pass_kernel<false>(ptrs, p);
 }

@@ -97,12 +97,11 @@ static void ntt_pass_host(bool dif, const ntt_pass_params& p, u32* x, std::vecto
     const u32 nblocks = 1u << (p.log_n - p.tile_log);
     for (u32 blk = 0; blk < nblocks; blk++) {
         for (u32 t = 0; t < THREADS; t++) ntt_load_phase(p, x, sh.data(), blk, t, THREADS);
-        for (u32 s = 0; s < pass_steps(p.k); s++) {
-            u32 lo, width;
-            pass_step(p.k, dif, s, &lo, &width);
+        for (u32 s = 0; s < p.k; s++) {
+            const u32 i = dif ? p.k - 1 - s : s;
             for (u32 t = 0; t < THREADS; t++) {
-                if (dif) ntt_stage_phase<true>(p, sh.data(), blk, t, THREADS, lo, width);
-                else ntt_stage_phase<false>(p, sh.data(), blk, t, THREADS, lo, width);
+                if (dif) ntt_stage_phase<true>(p, sh.data(), blk, t, THREADS, i);
+                else ntt_stage_phase<false>(p, sh.data(), blk, t, THREADS, i);
             }
         }
         for (u32 t = 0; t < THREADS; t++) ntt_store_phase(p, x, sh.data(), blk, t, THREADS);
