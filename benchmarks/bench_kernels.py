@@ -541,6 +541,7 @@ def main() -> int:
     ap.add_argument("--g2", nargs="*", type=int, default=[18, 20, 22], help="G2 MSM log sizes")
     ap.add_argument("--ntt-h", nargs="*", type=int, default=[20, 24], help="compute_h log sizes")
     ap.add_argument("--msm-checks-only", action="store_true", help="with --check: only the MSM checks")
+    ap.add_argument("--skip-msm-small", action="store_true", help="with --check: not the small G1 MSM checks")
     ap.add_argument(
         "--big-check", nargs="*", type=int, default=[18, 20], help="log sizes of the pooled NTT checks"
     )
@@ -585,7 +586,7 @@ def main() -> int:
         step("NTT small checks", check_ntt_small, cp, rng, [*range(0, 13), 14, 16])
     if args.check:
         step("fixed base check", check_fixed_base, cp, gen)
-        if not args.msm_checks_only:
+        if not args.msm_checks_only and not args.skip_msm_small:
             step("MSM small checks", check_msm_small, cp, rng, gen)
         pending_msm = step("start MSM refs", start_big_msm, pool, cp, gen, args.msm_check) or []
     rates = step("mul rates", mul_rates, cp) or {"fr": float("nan"), "fp": float("nan")}

@@ -155,6 +155,20 @@ int main() {
                     for (u32 i = 0; i < n; i++) bitrev_one(P(0) + 8ull * n * b, i, s[0], s[2] ? P(1) : nullptr);
                 break;
             }
+            case 16: {  // tiled bitrev: log_n, batch, use_cst | data, cst
+                const u32 log_n = s[0];
+                const u64 n = 1ull << log_n;
+                std::vector<u32> tsh(2 * 8 * BR_SH);
+                for (u32 b = 0; b < s[1]; b++) {
+                    u32* x = P(0) + 8 * n * b;
+                    for (u32 m = 0; m < (1u << (log_n - 2 * BR_B)); m++) {
+                        if (rev_bits(m, log_n - 2 * BR_B) < m) continue;
+                        for (u32 t = 0; t < BR_TILE; t++) bitrev_tile_load(x, tsh.data(), log_n, m, t, s[2] ? P(1) : nullptr);
+                        for (u32 t = 0; t < BR_TILE; t++) bitrev_tile_store(x, tsh.data(), log_n, m, t);
+                    }
+                }
+                break;
+            }
             case 5: {  // mul const: count, which (0 Fr, 1 Fp) | data, cst
                 for (u64 i = 0; i < s[0]; i++) {
                     if (s[1] == 0) mul_const_one(P(0), i, P(1));

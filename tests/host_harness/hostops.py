@@ -108,8 +108,11 @@ class HostNttBackend:
         self._scatter(vecs, out[0])
 
     def bitrev(self, vecs, log_n, cst):
+        from simgpu.gpu.ntt import BITREV_TILE_MIN_LOG
+
         use = cst is not None
-        out = self.h.call(4, [log_n, len(vecs), int(use)],
+        op = 16 if log_n >= BITREV_TILE_MIN_LOG else 4  # the kernel the GPU launcher picks
+        out = self.h.call(op, [log_n, len(vecs), int(use)],
                           [self._batch(vecs), cst if use else np.zeros(8, np.uint32)])  # fmt: skip
         self._scatter(vecs, out[0])
 
