@@ -201,6 +201,23 @@ def test_host_field_arithmetic(harness, field) -> None:
     assert [v % q for v in limbs_to_ints(be.field(which, 5, a, a))] == xs
 
 
+@pytest.mark.parametrize("field", [FR, FP])
+def test_host_multiplication_at_the_input_bounds(harness, field) -> None:
+    """The wide multiply-add schedule's carry bounds (field.cuh) at their edges: every
+    product of the largest inputs a field accepts (r - 1 for Fr; up to 2p - 1 for the
+    lazy Fp, which are representatives of p - 1, 0, ...), and thousands of random ones."""
+    be = hostops.HostMsmBackend(harness)
+    q, n = field.modulus, field.limbs
+    top = 2 * q if field is FP else q  # inputs the multiplication accepts: [0, top)
+    edge = [top - 1, top - 2, top - q, top - q + 1, q - 1, 1, 0, (1 << (32 * n - 2)) % top]
+    xs = [a for a in edge for _ in edge] + [RNG.randrange(top) for _ in range(4000)]
+    ys = [b for _ in edge for b in edge] + [RNG.randrange(top) for _ in range(4000)]
+    out = limbs_to_ints(be.field(0 if field is FR else 1, 0, ints_to_limbs(xs, n), ints_to_limbs(ys, n)))
+    rinv = pow(field.R, -1, q)
+    assert all(v < top for v in out)
+    assert [v % q for v in out] == [x * y * rinv % q for x, y in zip(xs, ys, strict=True)]
+
+
 def _xy(p: G1Point) -> tuple[int, int]:
     v = limbs_to_ints(g1_to_limbs([p]).reshape(2, 12))
     return v[0], v[1]

@@ -66,7 +66,7 @@ def ntt_device_bytes(n: int, batch: int = 3) -> int:
 
 @dataclass(frozen=True)
 class MsmPlan:
-    """Sizes of one G1 MSM of n points with c-bit signed windows."""
+    """Sizes of one MSM (G1 or G2) of n points with c-bit signed windows."""
 
     n: int
     c: int
