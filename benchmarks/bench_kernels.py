@@ -1,6 +1,7 @@
 """Benchmark (and, with --check, verify) the real BLS12-381 kernels on a CUDA GPU.
 
     python benchmarks/bench_kernels.py [--check] [--out DIR] [--ntt LO HI] [--msm LO HI]
+                                       [--g2 LOG ...] [--skip-msm-small]
 
 Prints, for NTT 2^16..2^26, MSM 2^16..2^24 and the G2 MSM at 2^18, 2^20, 2^22, the median
 time (CUDA events, >= 5 runs after warm-up, inputs already on the device) and two bounds:
@@ -8,15 +9,17 @@ the multiply bound, the multiplications the algorithm cannot avoid ((n/2) log2 n
 multiplies for an NTT; n ceil(255/c) mixed additions of 10 Fp multiplies plus 2 full
 additions of 14 per bucket for the MSM, 3 Fp products per Fp2 one in G2) over the
 measured Fr/Fp multiplication rate of this GPU; and the memory bound, the bytes the
-algorithm must move through device memory (memory_bytes below) over the measured copy
-bandwidth.  The table says which of the two binds (the larger) and the ratio to it.
+algorithm must move through device memory (the *_memory_bytes functions below) over the
+measured copy bandwidth.  The table says which of the two binds (the larger) and the ratio to it.
 
 --check first compares every GPU result with the CPU reference on fresh random inputs:
 the NTT family and compute_h against Python integers for 2^0..2^20 (the 2^18/2^20
 references run in worker processes while the GPU benchmarks run), the MSM against
 arkworks' multiexp for 1..2^16 points and edge cases and, for 2^20 and 2^24 points, both
 arkworks and the identity sum s_i (k_i G) = (sum s_i k_i) G on bases made by the GPU's
-fixed-base multiplication (itself checked against arkworks).
+fixed-base multiplication (itself checked against arkworks); the G2 MSM against arkworks
+for 1..2^16 points and edge cases and, at the benchmarked sizes, against the identity
+sum s_i (P0 + (i mod d) Q) = (sum s_i) P0 + (sum (i mod d) s_i) Q on running-sum bases.
 """
 
 from __future__ import annotations
