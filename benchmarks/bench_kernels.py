@@ -1,19 +1,25 @@
 """Benchmark (and, with --check, verify) the real BLS12-381 kernels on a CUDA GPU.
 
     python benchmarks/bench_kernels.py [--check] [--out DIR] [--ntt LO HI] [--msm LO HI]
+                                       [--g2 LOG ...] [--skip-msm-small]
 
-Prints, for NTT 2^16..2^26 and MSM 2^16..2^24, the median time (CUDA events, >= 5 runs
-after warm-up, inputs already on the device) and its ratio to the bound: the measured
-Fr/Fp multiplication rate of this GPU times the multiplications the algorithm cannot
-avoid ((n/2) log2 n Fr multiplies for an NTT; n ceil(255/c) mixed additions of 10 Fp
-multiplies plus 2 full additions of 14 per bucket for the MSM).
+Prints, for NTT 2^16..2^26, MSM 2^16..2^24 and the G2 MSM at 2^18, 2^20, 2^22, the median
+time (CUDA events, >= 5 runs after warm-up, inputs already on the device) and two bounds:
+the multiply bound, the multiplications the algorithm cannot avoid ((n/2) log2 n Fr
+multiplies for an NTT; n ceil(255/c) mixed additions of 10 Fp multiplies plus 2 full
+additions of 14 per bucket for the MSM, 3 Fp products per Fp2 one in G2) over the
+measured Fr/Fp multiplication rate of this GPU; and the memory bound, the bytes the
+algorithm must move through device memory (the *_memory_bytes functions below) over the
+measured copy bandwidth.  The table says which of the two binds (the larger) and the ratio to it.
 
 --check first compares every GPU result with the CPU reference on fresh random inputs:
 the NTT family and compute_h against Python integers for 2^0..2^20 (the 2^18/2^20
 references run in worker processes while the GPU benchmarks run), the MSM against
 arkworks' multiexp for 1..2^16 points and edge cases and, for 2^20 and 2^24 points, both
 arkworks and the identity sum s_i (k_i G) = (sum s_i k_i) G on bases made by the GPU's
-fixed-base multiplication (itself checked against arkworks).
+fixed-base multiplication (itself checked against arkworks); the G2 MSM against arkworks
+for 1..2^16 points and edge cases and, at the benchmarked sizes, against the identity
+sum s_i (P0 + (i mod d) Q) = (sum s_i) P0 + (sum (i mod d) s_i) Q on running-sum bases.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from simgpu.gpu.encoding import ints_to_limbs, limbs_to_ints, scalar_of  # noqa:
 from simgpu.gpu.footprint import msm_plan  # noqa: E402
 
 R = R_ORDER
-RESULTS: dict = {"checks": [], "ntt": [], "msm": [], "compute_h": [], "errors": []}
+RESULTS: dict = {"checks": [], "ntt": [], "msm": [], "msm_g2": [], "compute_h": [], "errors": []}
 
 
 def log(msg: str) -> None:
@@ -314,35 +320,82 @@ def mul_rates(cp) -> dict[str, float]:
     return out
 
 
-def bench_ntt(cp, logs: list[int], rate: float) -> None:
+def copy_bandwidth(cp) -> float:
+    """Device memory bandwidth in bytes/s: a 2 GiB device-to-device copy, bytes read plus
+    bytes written, median of 5."""
+    n = 1 << 29  # u32 words: 2 GiB
+    src = cp.arange(n, dtype=cp.uint32)
+    dst = cp.empty_like(src)
+    ms, _ = median_ms(cp, lambda d=dst, s=src: cp.copyto(d, s), runs=5)
+    del src, dst
+    bw = 2 * 4 * n / (ms * 1e-3)
+    log(f"  copy bandwidth: {bw / 1e12:.2f} TB/s ({ms:.2f} ms for 2 x 2 GiB)")
+    return bw
+
+
+def ntt_memory_bytes(n: int) -> int:
+    """Bytes an NTT of n elements must move: each shared-memory pass reads and writes
+    the vector once, and so does the bit reversal (twiddles are reused from cache)."""
+    passes = len(ntt.pass_plan(n.bit_length() - 1)) + 1
+    return passes * 2 * 32 * n
+
+
+def compute_h_memory_bytes(n: int) -> int:
+    """compute_h: 3 vectors through two transforms each, the pointwise step (3 reads, 1
+    write), one more transform of a and its bit reversal."""
+    passes = len(ntt.pass_plan(n.bit_length() - 1))
+    return 32 * n * (3 * 2 * 2 * passes + 4 + 2 * passes + 2)
+
+
+def msm_memory_bytes(n: int, c: int, group=msm.G1) -> int:
+    """Bytes an MSM must move: the scalars read twice (count, scatter), each digit's
+    sorted entry written and read (4 B) and its base gathered (an affine point per
+    non-zero digit), and every bucket's sum written and read once."""
+    plan = msm_plan(n, c)
+    aff = 4 * group.aff_words
+    return 64 * n + n * plan.nwin * (8 + aff) + 2 * plan.nb * 4 * group.xyzz_words
+
+
+def compute_h_multiplies(n: int) -> int:
+    """Fr products of compute_h: 7 transforms, plus per element the Montgomery and coset
+    scalings folded into them (4) and the pointwise step (2)."""
+    return 7 * ntt.ntt_multiplies(n) + 6 * 3 * n
+
+
+def bounds(mul_ms: float, mem_ms: float, ms: float) -> dict:
+    binds = "memory" if mem_ms > mul_ms else "multiply"
+    return {"bound_ms": mul_ms, "mem_bound_ms": mem_ms, "binds": binds, "ratio": ms / max(mul_ms, mem_ms)}
+
+
+def bench_ntt(cp, logs: list[int], rate: float, bw: float) -> None:
     gen = np.random.default_rng()
     for lg in logs:
         n = 1 << lg
         x = rand_fr_dev(cp, n, gen)
         ntt.to_montgomery(x)
         ms, times = median_ms(cp, lambda x=x: ntt.ntt(x))
-        bound = ntt.ntt_multiplies(n) / rate * 1e3
-        RESULTS["ntt"].append(
-            {"log_n": lg, "median_ms": ms, "times_ms": times, "bound_ms": bound, "ratio": ms / bound}
-        )
-        log(f"  ntt 2^{lg}: {ms:.3f} ms (bound {bound:.3f}, x{ms / bound:.2f})")
+        b = bounds(ntt.ntt_multiplies(n) / rate * 1e3, ntt_memory_bytes(n) / bw * 1e3, ms)
+        RESULTS["ntt"].append({"log_n": lg, "median_ms": ms, "times_ms": times, **b})
+        mul, mem = b["bound_ms"], b["mem_bound_ms"]
+        log(f"  ntt 2^{lg}: {ms:.3f} ms (mul {mul:.3f}, mem {mem:.3f}, x{b['ratio']:.2f})")
         del x
     ntt.clear_caches()
 
 
-def bench_compute_h(cp, logs: list[int]) -> None:
+def bench_compute_h(cp, logs: list[int], rate: float, bw: float) -> None:
     gen = np.random.default_rng()
     for lg in logs:
         n = 1 << lg
         a, b, c = (rand_fr_dev(cp, n, gen) for _ in range(3))
         ms, times = median_ms(cp, lambda a=a, b=b, c=c: ntt.compute_h(a, b, c), runs=5)
-        RESULTS["compute_h"].append({"log_n": lg, "median_ms": ms, "times_ms": times})
-        log(f"  compute_h 2^{lg}: {ms:.3f} ms")
+        bd = bounds(compute_h_multiplies(n) / rate * 1e3, compute_h_memory_bytes(n) / bw * 1e3, ms)
+        RESULTS["compute_h"].append({"log_n": lg, "median_ms": ms, "times_ms": times, **bd})
+        log(f"  compute_h 2^{lg}: {ms:.3f} ms (x{bd['ratio']:.2f} of the {bd['binds']} bound)")
         del a, b, c
     ntt.clear_caches()
 
 
-def bench_msm(cp, logs: list[int], rate: float, windows: dict[int, list[int]]) -> None:
+def bench_msm(cp, logs: list[int], rate: float, bw: float, windows: dict[int, list[int]]) -> None:
     gen = np.random.default_rng()
     be = msm._backend()
     for lg in logs:
@@ -359,28 +412,122 @@ def bench_msm(cp, logs: list[int], rate: float, windows: dict[int, list[int]]) -
             ev = be.events
             be.events = None
             phases = {ev[i][0]: cp.cuda.get_elapsed_time(ev[i - 1][1], ev[i][1]) for i in range(1, len(ev))}
-            bound = msm.msm_multiplies(n, plan.c) / rate * 1e3
+            b = bounds(msm.msm_multiplies(n, plan.c) / rate * 1e3, msm_memory_bytes(n, plan.c) / bw * 1e3, ms)
             RESULTS["msm"].append({"log_n": lg, "c": plan.c, "median_ms": ms, "times_ms": times,
-                                   "bound_ms": bound, "ratio": ms / bound, "phases_ms": phases})  # fmt: skip
+                                   **b, "phases_ms": phases})  # fmt: skip
             ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
-            log(f"  msm 2^{lg} c={plan.c}: {ms:.2f} ms (bound {bound:.2f}, x{ms / bound:.2f}) [{ph}]")
+            log(f"  msm 2^{lg} c={plan.c}: {ms:.2f} ms (mul {b['bound_ms']:.2f}, x{b['ratio']:.2f}) [{ph}]")
         del bases, s
+
+
+# --------------------------------------------------------------------------- G2
+
+
+def g2_running_bases(distinct: int, n: int) -> tuple[np.ndarray, object, object]:
+    """Bases B_i = P0 + (i mod distinct) Q for random P0, Q (CPU, one addition a point),
+    as standard-form limbs (n, 48): sum s_i B_i = (sum s_i) P0 + (sum s_i (i mod d)) Q
+    is then an exact check at any size, and `distinct` points keep the gathers out of
+    the L2 cache when large."""
+    from py_arkworks_bls12381 import G2Point
+
+    g = G2Point()
+    p0 = g * scalar_of(random.randrange(1, R))
+    q = g * scalar_of(random.randrange(1, R))
+    pts, acc = [], p0
+    for _ in range(distinct):
+        pts.append(acc)
+        acc = acc + q
+    base = msm.g2_limbs(pts)
+    reps = -(-n // distinct)
+    return np.tile(base, (reps, 1))[:n], p0, q
+
+
+def g2_expected(p0, q, s_host: np.ndarray, distinct: int):
+    s = limbs_to_ints(s_host)
+    a = sum(s) % R
+    b = sum(v * (i % distinct) for i, v in enumerate(s)) % R
+    return p0 * scalar_of(a) + q * scalar_of(b)
+
+
+def check_msm_g2_small(cp, rng: random.Random) -> None:
+    for n in (1, 2, 17, 300, 1 << 12):
+        ks = [rng.randrange(1, R) for _ in range(min(n, 512))]
+        limbs = msm.random_bases_g2_limbs((ks * (n // len(ks) + 1))[:n])
+        if n > 2:
+            limbs[1] = 0  # infinity
+        bases = msm.bases_g2_to_device(limbs)
+        cases = {"random": [rng.randrange(R) for _ in range(n)]}
+        if n == 300:
+            cases.update({"ones": [1] * n, "r-1": [R - 1] * n, "small": [rng.randrange(3) for _ in range(n)]})
+        for name, ss in cases.items():
+            sl = ints_to_limbs(ss)
+            for w in [None] if n > 300 else [None, 4, 11]:
+                got = msm.msm_g2(bases, cp.asarray(sl), window=w)
+                record_check(f"msm_g2 {name} n={n} c={w or msm_plan(n).c}", got == msm.msm_g2_ref(limbs, sl))
+
+
+def bench_msm_g2(cp, pool, logs: list[int], rate: float, bw: float, check: bool) -> None:
+    """The G2 MSM at each size (uniform scalars, as the B query's tails), its phases,
+    and an exact check of every size; arkworks' single-threaded G2 multiexp timed at
+    2^16 on the same machine, for the CPU comparison."""
+    gen = np.random.default_rng()
+    be = msm._backend()
+    distinct = 1 << 18  # 48 MiB of points: about the L2 cache (generating them costs ~4 s)
+    base_limbs, p0, q = g2_running_bases(min(distinct, 1 << max(logs)), 1 << max(logs))
+    dev_all = msm.bases_g2_to_device(base_limbs)
+    for lg in logs:
+        n = 1 << lg
+        bases = dev_all[:n]
+        s = rand_fr_dev(cp, n, gen)
+        ms, times = median_ms(cp, lambda b=bases, s=s: msm.msm_g2(b, s), runs=5, warmup=1)
+        be.events = []
+        got = msm.msm_g2(bases, s)
+        ev = be.events
+        be.events = None
+        phases = {ev[i][0]: cp.cuda.get_elapsed_time(ev[i - 1][1], ev[i][1]) for i in range(1, len(ev))}
+        plan = msm_plan(n)
+        b = bounds(
+            msm.msm_multiplies(n, plan.c, msm.G2) / rate * 1e3,
+            msm_memory_bytes(n, plan.c, msm.G2) / bw * 1e3,
+            ms,
+        )
+        RESULTS["msm_g2"].append({"log_n": lg, "c": plan.c, "median_ms": ms, "times_ms": times,
+                                  **b, "phases_ms": phases})  # fmt: skip
+        ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
+        log(f"  msm_g2 2^{lg} c={plan.c}: {ms:.2f} ms (mul {b['bound_ms']:.2f}, x{b['ratio']:.2f}) [{ph}]")
+        if check:
+            exp = g2_expected(p0, q, cp.asnumpy(s), distinct)
+            record_check(f"msm_g2 2^{lg} vs (sum s_i) P0 + (sum s_i i) Q", got == exp)
+        del s
+    del dev_all
+    # arkworks on the CPU, one thread, 2^16 points
+    n = 1 << 16
+    sl = cp.asnumpy(rand_fr_dev(cp, n, gen))
+    t = time.perf_counter()
+    ref = msm.msm_g2_ref(base_limbs[:n], sl)
+    cpu_s = time.perf_counter() - t
+    RESULTS["g2_cpu"] = {"log_n": 16, "seconds": cpu_s, "us_per_point": cpu_s / n * 1e6}
+    log(f"  arkworks G2 multiexp 2^16 (1 thread): {cpu_s:.2f} s, {cpu_s / n * 1e6:.1f} us/point")
+    if check:
+        got = msm.msm_g2(msm.bases_g2_to_device(base_limbs[:n]), cp.asarray(sl))
+        record_check("msm_g2 2^16 vs arkworks", got == ref)
 
 
 # --------------------------------------------------------------------------- main
 
 
 def table() -> str:
-    lines = ["| kernel | n | c | median ms | bound ms | ratio |", "|---|---|---|---|---|---|"]
-    for r in RESULTS["ntt"]:
+    lines = [
+        "| kernel | n | c | median ms | multiply bound ms | memory bound ms | binds | ratio |",
+        "|---|---|---|---:|---:|---:|---|---:|",
+    ]
+    rows = [("NTT", r) for r in RESULTS["ntt"]] + [("compute_h", r) for r in RESULTS["compute_h"]]
+    rows += [("MSM G1", r) for r in RESULTS["msm"]] + [("MSM G2", r) for r in RESULTS["msm_g2"]]
+    for name, r in rows:
         lines.append(
-            f"| NTT | 2^{r['log_n']} | | {r['median_ms']:.3f} | {r['bound_ms']:.3f} | {r['ratio']:.2f} |"
+            f"| {name} | 2^{r['log_n']} | {r.get('c', '')} | {r['median_ms']:.3f} | {r['bound_ms']:.3f} "
+            f"| {r['mem_bound_ms']:.3f} | {r['binds']} | {r['ratio']:.2f} |"
         )
-    for r in RESULTS["msm"]:
-        row = f"{r['median_ms']:.2f} | {r['bound_ms']:.2f} | {r['ratio']:.2f}"
-        lines.append(f"| MSM G1 | 2^{r['log_n']} | {r['c']} | {row} |")
-    for r in RESULTS["compute_h"]:
-        lines.append(f"| compute_h | 2^{r['log_n']} | | {r['median_ms']:.3f} | | |")
     return "\n".join(lines)
 
 
@@ -394,7 +541,10 @@ def main() -> int:
     ap.add_argument("--no-sweep", action="store_true", help="only the default window per size")
     ap.add_argument("--windows", nargs="*", help="extra windows to time, as LOG:C items")
     ap.add_argument("--only-msm", action="store_true", help="skip the NTT benchmarks")
+    ap.add_argument("--g2", nargs="*", type=int, default=[18, 20, 22], help="G2 MSM log sizes")
+    ap.add_argument("--ntt-h", nargs="*", type=int, default=[20, 24], help="compute_h log sizes")
     ap.add_argument("--msm-checks-only", action="store_true", help="with --check: only the MSM checks")
+    ap.add_argument("--skip-msm-small", action="store_true", help="with --check: not the small G1 MSM checks")
     ap.add_argument(
         "--big-check", nargs="*", type=int, default=[18, 20], help="log sizes of the pooled NTT checks"
     )
@@ -439,14 +589,18 @@ def main() -> int:
         step("NTT small checks", check_ntt_small, cp, rng, [*range(0, 13), 14, 16])
     if args.check:
         step("fixed base check", check_fixed_base, cp, gen)
-        if not args.msm_checks_only:
+        if not args.msm_checks_only and not args.skip_msm_small:
             step("MSM small checks", check_msm_small, cp, rng, gen)
         pending_msm = step("start MSM refs", start_big_msm, pool, cp, gen, args.msm_check) or []
     rates = step("mul rates", mul_rates, cp) or {"fr": float("nan"), "fp": float("nan")}
     RESULTS["mul_rate"] = rates
+    bw = step("bandwidth", copy_bandwidth, cp) or float("nan")
+    RESULTS["copy_bandwidth"] = bw
+    if args.check and args.g2:
+        step("MSM G2 small checks", check_msm_g2_small, cp, rng)
     if not args.only_msm:
-        step("NTT bench", bench_ntt, cp, list(range(args.ntt[0], args.ntt[1] + 1)), rates["fr"])
-        step("compute_h bench", bench_compute_h, cp, [20, 24])
+        step("NTT bench", bench_ntt, cp, list(range(args.ntt[0], args.ntt[1] + 1)), rates["fr"], bw)
+        step("compute_h bench", bench_compute_h, cp, args.ntt_h, rates["fr"], bw)
     sweep: dict[int, list[int]] = {20: [14, 15, 17, 18], 24: [16, 17, 19, 20]}
     if args.windows is not None:  # "LOG:C" items
         sweep = {}
@@ -454,7 +608,9 @@ def main() -> int:
             lg, c = item.split(":")
             sweep.setdefault(int(lg), []).append(int(c))
     msm_logs = args.msm_logs or list(range(args.msm[0], args.msm[1] + 1))
-    step("MSM bench", bench_msm, cp, msm_logs, rates["fp"], {} if args.no_sweep else sweep)
+    step("MSM bench", bench_msm, cp, msm_logs, rates["fp"], bw, {} if args.no_sweep else sweep)
+    if args.g2:
+        step("MSM G2 bench", bench_msm_g2, cp, pool, args.g2, rates["fp"], bw, args.check)
     if args.check and not args.msm_checks_only:
         step("finish NTT refs", finish_big_refs, pool, pending_ntt)
     if args.check:
@@ -466,7 +622,8 @@ def main() -> int:
     nfail = sum(not c["ok"] for c in RESULTS["checks"])
     log("")
     fr, fp = rates["fr"] / 1e9, rates["fp"] / 1e9
-    log(f"{RESULTS['device']} {RESULTS['date']}  Fr mul {fr:.1f} G/s, Fp mul {fp:.1f} G/s")
+    head = f"{RESULTS['device']} {RESULTS['date']}  Fr mul {fr:.1f} G/s, Fp mul {fp:.1f} G/s"
+    log(f"{head}, copy {bw / 1e12:.2f} TB/s")
     log(table())
     log(f"checks: {len(RESULTS['checks']) - nfail} passed, {nfail} failed; errors: {len(RESULTS['errors'])}")
     for c in RESULTS["checks"]:

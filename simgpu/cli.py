@@ -110,6 +110,10 @@ TraceOpt = Annotated[Path | None, typer.Option(help="write a Chrome/Perfetto tra
 PlotOpt = Annotated[Path | None, typer.Option(help="write a Gantt chart + memory over time (.png/.pdf/.svg)")]
 BackendOpt = Annotated[str | None, typer.Option(help="cupy (the GPU) or cpu (small circuits, emulated VRAM)")]
 KeysOpt = Annotated[Path, typer.Option(help="where trusted-setup keys are cached")]
+#: Where b_g2_msm runs (run, validate, calibrate).
+B2gOnOpt = Annotated[
+    str, typer.Option("--b-g2-on", help="where b_g2_msm runs: cpu (the G2 pool) or gpu (the worker's device)")
+]
 BG2Opt = Annotated[
     int | None, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
 ]
@@ -600,6 +604,7 @@ def run(
     backend: BackendOpt = "cupy",
     devices: DevicesOpt = None,
     b_g2_threads: BG2Opt = None,
+    b_g2_on: B2gOnOpt = "cpu",
     resident_bases: Annotated[bool, typer.Option(help="keep the key's bases in VRAM")] = False,
     retries: RetriesOpt = None,
     max_gpu_queue_depth: QueueDepthOpt = None,
@@ -645,7 +650,12 @@ def run(
         raise UserError(f"--constraints: the prover needs at least 16 constraints, got {n}")
     dsg = resolve_design(design)
     settings = ProverSettings.from_config(
-        cfg, backend=backend, b_g2_threads=b_g2_threads, resident_bases=resident_bases, keys_dir=keys_dir
+        cfg,
+        backend=backend,
+        b_g2_threads=b_g2_threads,
+        resident_bases=resident_bases,
+        keys_dir=keys_dir,
+        b_g2_on=b_g2_on,
     ).check(n)
     console = Console(stderr=json_out)
     outcome = real_run(n, parts, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
@@ -693,6 +703,7 @@ def validate(
         int | None,
         typer.Option(help="cores one b_g2_msm is split over (default: as the profile was calibrated)"),
     ] = None,
+    b_g2_on: B2gOnOpt = "cpu",
     runs: Annotated[int, typer.Option(help="Monte Carlo runs of the prediction")] = 5,
     keys_dir: KeysOpt = Path("out/keys"),
     json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
@@ -739,7 +750,7 @@ def validate(
             markup=False,
         )
     settings = ProverSettings.from_config(
-        cfg, backend=backend, b_g2_threads=b_g2_threads, keys_dir=keys_dir
+        cfg, backend=backend, b_g2_threads=b_g2_threads, keys_dir=keys_dir, b_g2_on=b_g2_on
     ).check(wl.constraints)
     prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
     predicted = build_document(
@@ -789,6 +800,7 @@ def calibrate(
         str | None, typer.Option(help="size for the contention runs (default: mid-ladder)")
     ] = None,
     b_g2_threads: BG2Opt = None,
+    b_g2_on: B2gOnOpt = "cpu",
     vram: VramOpt = None,
     keys_dir: KeysOpt = Path("out/keys"),
     from_log: Annotated[
@@ -834,6 +846,7 @@ def calibrate(
         vram_limit=None if vram is None else parse_size(vram, "--vram"),
         partition_workers=2,
         b_g2_threads=B_G2_THREADS if b_g2_threads is None else b_g2_threads,
+        b_g2_on=b_g2_on,
         keys_dir=keys_dir,
     ).check(max(ladder))
     console = Console()

@@ -151,6 +151,43 @@ def test_g1_sum_and_fixed_base() -> None:
     assert np.array_equal(out, msm.random_bases_limbs(ks))
 
 
+def _bases_g2(n: int, distinct: int = 256) -> np.ndarray:
+    ks = [RNG.randrange(1, R) for _ in range(min(n, distinct))]
+    return msm.random_bases_g2_limbs((ks * (n // len(ks) + 1))[:n])
+
+
+@pytest.mark.parametrize("n", [1, 2, 31, 1000, 1 << 14])
+def test_msm_g2_random(n: int) -> None:
+    limbs = _bases_g2(n)
+    sl = ints_to_limbs(rand(n))
+    bases = msm.bases_g2_to_device(limbs)
+    assert msm.msm_g2(bases, cp.asarray(sl)) == msm.msm_g2_ref(limbs, sl)
+
+
+@pytest.mark.parametrize("window", [3, 8, 16])
+def test_msm_g2_windows_and_edges(window: int) -> None:
+    n = 600
+    limbs = _bases_g2(n, 40)
+    limbs[::9] = 0  # infinity
+    limbs[1:3] = msm.random_bases_g2_limbs([5, R - 5])  # P and -P
+    ss = rand(n)
+    ss[1] = ss[2]
+    ss[10:60] = [1] * 50
+    ss[60:70] = [0] * 10
+    sl = ints_to_limbs(ss)
+    # the key's byte layout uploads as it is
+    raw = limbs.view(np.uint8).reshape(n, 192)
+    got = msm.msm_g2(msm.bases_g2_to_device(raw), cp.asarray(sl), window)
+    assert got == msm.msm_g2_ref(limbs, sl)
+
+
+def test_msm_g2_same_scalar() -> None:
+    n = 3000
+    limbs = _bases_g2(n, 64)
+    sl = ints_to_limbs([RNG.randrange(R)] * n)
+    assert msm.msm_g2(msm.bases_g2_to_device(limbs), cp.asarray(sl)) == msm.msm_g2_ref(limbs, sl)
+
+
 def _peak(fn) -> int:
     cp.get_default_memory_pool().free_all_blocks()
     with gpu.PeakTracker() as t:
@@ -170,6 +207,21 @@ def test_msm_footprint_matches_pool_peak() -> None:
 
     peak = _peak(run)
     pred = footprint.msm_device_bytes(n)["total"]
+    assert abs(peak - pred) <= 0.05 * pred, (peak, pred)
+
+
+def test_msm_g2_footprint_matches_pool_peak() -> None:
+    n = 1 << 16
+    limbs = np.tile(_bases_g2(256), (n // 256, 1))
+    sl = ints_to_limbs(rand(256) * (n // 256))
+
+    def run(t: gpu.PeakTracker) -> None:
+        bases = msm.bases_g2_to_device(limbs)
+        scalars = cp.asarray(sl)
+        msm.msm_g2(bases, scalars)
+
+    peak = _peak(run)
+    pred = footprint.msm_device_bytes(n, group="g2")["total"]
     assert abs(peak - pred) <= 0.05 * pred, (peak, pred)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from py_arkworks_bls12381 import G1Point, Scalar
+from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
 from simgpu.errors import SimgpuError
 from simgpu.gpu import cuda as gpu
@@ -201,6 +201,23 @@ def test_host_field_arithmetic(harness, field) -> None:
     assert [v % q for v in limbs_to_ints(be.field(which, 5, a, a))] == xs
 
 
+@pytest.mark.parametrize("field", [FR, FP])
+def test_host_multiplication_at_the_input_bounds(harness, field) -> None:
+    """The wide multiply-add schedule's carry bounds (field.cuh) at their edges: every
+    product of the largest inputs a field accepts (r - 1 for Fr; up to 2p - 1 for the
+    lazy Fp, which are representatives of p - 1, 0, ...), and thousands of random ones."""
+    be = hostops.HostMsmBackend(harness)
+    q, n = field.modulus, field.limbs
+    top = 2 * q if field is FP else q  # inputs the multiplication accepts: [0, top)
+    edge = [top - 1, top - 2, top - q, top - q + 1, q - 1, 1, 0, (1 << (32 * n - 2)) % top]
+    xs = [a for a in edge for _ in edge] + [RNG.randrange(top) for _ in range(4000)]
+    ys = [b for _ in edge for b in edge] + [RNG.randrange(top) for _ in range(4000)]
+    out = limbs_to_ints(be.field(0 if field is FR else 1, 0, ints_to_limbs(xs, n), ints_to_limbs(ys, n)))
+    rinv = pow(field.R, -1, q)
+    assert all(v < top for v in out)
+    assert [v % q for v in out] == [x * y * rinv % q for x, y in zip(xs, ys, strict=True)]
+
+
 def _xy(p: G1Point) -> tuple[int, int]:
     v = limbs_to_ints(g1_to_limbs([p]).reshape(2, 12))
     return v[0], v[1]
@@ -339,3 +356,129 @@ def test_msm_size_limit_is_an_error() -> None:
 
     with pytest.raises(ValueError, match="split it"):
         msm.msm_windows_on(None, None, Huge(), window=16)
+
+
+# --------------------------------------------------------------------------- G2 (host harness)
+
+
+def _f2(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    q = P_MOD
+    return ((a[0] * b[0] - a[1] * b[1]) % q, (a[0] * b[1] + a[1] * b[0]) % q)
+
+
+def test_host_fp2_arithmetic(harness) -> None:
+    be = hostops.HostMsmBackend(harness)
+    q = P_MOD
+    edge = [(0, 0), (1, 0), (0, 1), (q - 1, q - 1), (q - 1, 1), (1, q - 1)]
+    xs = edge + [(RNG.randrange(q), RNG.randrange(q)) for _ in range(200)]
+    ys = edge[::-1] + [(RNG.randrange(q), RNG.randrange(q)) for _ in range(200)]
+
+    # lazily reduced inputs: each coordinate either v or v + p (both represent v)
+    def enc(vals):
+        words = [FP.to_mont(c) + q * RNG.randrange(2) for v in vals for c in v]
+        return ints_to_limbs(words, 12).reshape(-1, 24)
+
+    a, b = enc(xs), enc(ys)
+
+    def run(op: int) -> list[tuple[int, int]]:
+        out = limbs_to_ints(be.fp2(op, a, b).reshape(-1, 12))
+        assert all(v < 2 * q for v in out)
+        v = [FP.from_mont(x) for x in out]
+        return list(zip(v[::2], v[1::2], strict=True))
+
+    assert run(0) == [_f2(x, y) for x, y in zip(xs, ys, strict=True)]
+    assert run(1) == [((x[0] + y[0]) % q, (x[1] + y[1]) % q) for x, y in zip(xs, ys, strict=True)]
+    assert run(2) == [((x[0] - y[0]) % q, (x[1] - y[1]) % q) for x, y in zip(xs, ys, strict=True)]
+    assert run(3) == [_f2(x, x) for x in xs]
+    assert run(4) == [((-x[0]) % q, (-x[1]) % q) for x in xs]
+
+
+def _g2_coords(p: G2Point) -> list[int]:
+    return limbs_to_ints(msm.g2_limbs([p]).reshape(4, 12))  # x0, x1, y0, y1
+
+
+def _g2_xyzz_row(p: G2Point) -> list[int]:
+    if p == G2Point.identity():
+        return [0] * 8
+    x0, x1, y0, y1 = _g2_coords(p)
+    z = (RNG.randrange(1, P_MOD), RNG.randrange(P_MOD))
+    zz = _f2(z, z)
+    zzz = _f2(zz, z)
+    vals = [*_f2((x0, x1), zz), *_f2((y0, y1), zzz), *zz, *zzz]
+    return [FP.to_mont(v) for v in vals]
+
+
+def _g2_aff_row(p: G2Point) -> list[int]:
+    return [0] * 4 if p == G2Point.identity() else [FP.to_mont(v) for v in _g2_coords(p)]
+
+
+def test_host_g2_formulas(harness) -> None:
+    be = hostops.HostMsmBackend(harness)
+    g, inf = G2Point(), G2Point.identity()
+    pts = [g * Scalar(RNG.randrange(1, R)) for _ in range(8)]
+    cases = [(pts[i], pts[i + 1]) for i in range(5)]
+    cases += [(pts[0], pts[0]), (pts[1], -pts[1]), (inf, pts[2]), (pts[3], inf), (inf, inf)]
+    a = ints_to_limbs(sum((_g2_xyzz_row(p) for p, _ in cases), []), 12).reshape(-1, 96)
+    b_aff = ints_to_limbs(sum((_g2_aff_row(q) for _, q in cases), []), 12).reshape(-1, 48)
+    b_xyzz = ints_to_limbs(sum((_g2_xyzz_row(q) for _, q in cases), []), 12).reshape(-1, 96)
+    dec = msm.xyzz_to_point_g2
+    assert [dec(r) for r in be.g2(0, a, b_aff)] == [p + q for p, q in cases]
+    assert [dec(r) for r in be.g2(1, a, b_xyzz)] == [p + q for p, q in cases]
+    assert [dec(r) for r in be.g2(2, a, b_xyzz)] == [p + p for p, _ in cases]
+    assert [dec(r) for r in be.g2(3, a, b_aff)] == [q + q for _, q in cases]
+    for k in (0, 1, 6, 999):
+        assert [dec(r) for r in be.g2(4, a, b_xyzz, k)] == [p * Scalar(k) for p, _ in cases]
+
+
+def _host_msm_g2(be, limbs: np.ndarray, ss: list[int], **kw) -> G2Point:
+    bases = be.upload(limbs)
+    be.fp_mul_const(bases, bases.size // 12, be.upload(ints_to_limbs([FP.R2], 12)))
+    rows, plan = msm.msm_windows_on(be, bases, be.upload(ints_to_limbs(ss)), group=msm.G2, **kw)
+    return msm.combine_windows_g2(rows, plan.c)
+
+
+def test_host_msm_g2_driver(harness) -> None:
+    be = hostops.HostMsmBackend(harness)
+    n = 40
+    limbs = msm.random_bases_g2_limbs([RNG.randrange(1, R) for _ in range(n)])
+    limbs[7] = 0  # infinity
+    limbs[3] = msm.random_bases_g2_limbs([R - 1])[0]  # -G
+    limbs[4] = msm.random_bases_g2_limbs([1])[0]  # G
+    for ss, kw in (
+        (rand(n), {}),
+        (rand(n), {"window": 5, "piece": 8, "seg": 4}),
+        ([RNG.randrange(3) for _ in range(n)], {"window": 3, "piece": 8}),
+        ([0] * n, {}),
+    ):
+        assert _host_msm_g2(be, limbs, ss, **kw) == msm.msm_g2_ref(limbs, ints_to_limbs(ss)), kw
+
+
+def test_host_msm_g2_allocations_match_footprint(harness) -> None:
+    be = hostops.HostMsmBackend(harness)
+    n = 30
+    limbs = msm.random_bases_g2_limbs([RNG.randrange(1, R) for _ in range(n)])
+    bases = be.upload(limbs)
+    scalars = be.upload(ints_to_limbs(rand(n)))
+    kw = {"window": 4, "piece": 8, "seg": 2}
+    be.peak = be.current
+    msm.msm_windows_on(be, bases, scalars, group=msm.G2, **kw)
+    want = footprint.msm_device_bytes(n, group="g2", **kw)
+    assert be.peak - be.current == want["total"] - want["bases"] - want["scalars"]
+    assert want["bases"] == 192 * n
+    assert footprint.msm_transient_bytes(n, "g2") > footprint.msm_transient_bytes(n)
+
+
+@pytest.mark.parametrize("log_n", [8, 9, 10, 13])
+def test_host_bitrev_tiled_is_the_permutation(harness, log_n: int) -> None:
+    be = hostops.HostNttBackend(harness)
+    n, k = 1 << log_n, 2
+    x = np.random.default_rng().integers(0, 1 << 32, size=(k, n, 8), dtype=np.uint64).astype(np.uint32)
+    x[..., 7] &= 0x3FFFFFFF  # < r: the constant multiply below needs reduced inputs
+    rev = np.array([ntt._bitrev(i, log_n) for i in range(n)])
+    y = x.copy()
+    be.bitrev([y[i] for i in range(k)], log_n, None)
+    assert np.array_equal(y, x[:, rev])
+    one = ints_to_limbs([FR.R2])  # times R^2 in Montgomery: to Montgomery form
+    be.bitrev([y[i] for i in range(k)], log_n, one)
+    got = [FR.from_mont(v) for v in limbs_to_ints(y.reshape(-1, 8))]
+    assert got == limbs_to_ints(x.reshape(-1, 8))

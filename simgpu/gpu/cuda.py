@@ -11,13 +11,22 @@ on-disk cache is keyed by the source text, so a header edited under an unchanged
 file must change that text.  CuPy passes
 `-arch=sm_XX` of the current device itself (passing it twice is an NVRTC error); we add
 `--std=c++17` and this folder as include path.
+
+Ahead of time: `python -m simgpu.gpu.cuda build-cubins DIR` compiles every module with
+nvcc into DIR, each file named by the hash of its source and target; with
+SIMGPU_CUBIN_DIR=DIR set, `load_module` loads a module from there when its file exists
+(same source, same target) and compiles it otherwise.  The G2 kernels take NVRTC tens
+of seconds, so a fresh GPU machine can skip that with builds carried to it.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
+import subprocess
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -143,9 +152,22 @@ _modules: dict[tuple[int, str], Any] = {}
 _modules_lock = threading.Lock()
 
 
+#: Environment variable naming a folder of ahead-of-time builds (see the module docstring).
+CUBIN_DIR_ENV = "SIMGPU_CUBIN_DIR"
+_NVRTC_OPTIONS = ("--std=c++17",)
+
+
+def cubin_name(src: str, arch: str) -> str:
+    """File name of the ahead-of-time build of `src` for `arch` (sm_XX)."""
+    h = hashlib.sha256(src.encode())
+    h.update(f"|{arch}|{' '.join(_NVRTC_OPTIONS)}".encode())
+    return f"{h.hexdigest()[:32]}-{arch}.cubin"
+
+
 def load_module(name: str, defines: tuple[str, ...] = ()) -> Any:
     """The compiled RawModule of <name> on the current device (cached in-process
-    by source hash; CuPy's disk cache makes a second process start fast)."""
+    by source hash; CuPy's disk cache makes a second process start fast; an
+    ahead-of-time build under $SIMGPU_CUBIN_DIR is used when there is one)."""
     cp = get_cupy()
     src = assemble_source(name, defines)
     digest = hashlib.sha256(src.encode()).hexdigest()
@@ -154,24 +176,27 @@ def load_module(name: str, defines: tuple[str, ...] = ()) -> Any:
     with _modules_lock:
         mod = _modules.get(key)
         if mod is None:
-            mod = cp.RawModule(
-                code=src,
-                options=("--std=c++17", f"-I{KERNEL_DIR}"),
-                name_expressions=None,
-            )
-            if hasattr(mod, "compile"):  # compile now (CuPy >= 12), not at first launch
-                mod.compile()
+            prebuilt = os.environ.get(CUBIN_DIR_ENV)
+            path = Path(prebuilt) / cubin_name(src, device_arch()) if prebuilt else None
+            if path is not None and path.is_file():
+                mod = cp.RawModule(path=str(path))
+            else:
+                mod = cp.RawModule(
+                    code=src,
+                    options=(*_NVRTC_OPTIONS, f"-I{KERNEL_DIR}"),
+                    name_expressions=None,
+                )
+                if hasattr(mod, "compile"):  # compile now (CuPy >= 12), not at first launch
+                    mod.compile()
             _modules[key] = mod
     return mod
 
 
-#: Every module the kernels use: (file, defines).  The MSM is four modules (see msm.cu).
+#: Every module the kernels use: (file, defines).  The MSM is seven modules (see msm.cu):
+#: 1-4 for G1 and the setup, 5-7 for G2.
 MODULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ntt.cu", ()),
-    ("msm.cu", ("MSM_PART=1",)),
-    ("msm.cu", ("MSM_PART=2",)),
-    ("msm.cu", ("MSM_PART=3",)),
-    ("msm.cu", ("MSM_PART=4",)),
+    *(("msm.cu", (f"MSM_PART={part}",)) for part in range(1, 8)),
     ("bench.cu", ()),
 )
 
@@ -197,6 +222,29 @@ def device_arch() -> str:
     """sm_XX of the current device (what CuPy compiles for)."""
     cp = get_cupy()
     return f"sm_{cp.cuda.Device().compute_capability}"
+
+
+def build_cubins(out_dir: str | Path, arch: str = "sm_90", jobs: int | None = None) -> list[Path]:
+    """Compile every module of MODULES with nvcc for `arch` into out_dir (named by
+    cubin_name, so load_module finds them); returns the files written."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def one(spec: tuple[str, tuple[str, ...]]) -> Path:
+        src = assemble_source(*spec)
+        dst = out / cubin_name(src, arch)
+        if not dst.exists():
+            tmp_src = dst.with_suffix(".cu")
+            tmp_src.write_text(src)
+            cmd = ["nvcc", f"-arch={arch}", "-cubin", *_NVRTC_OPTIONS, str(tmp_src), "-o", str(dst)]
+            subprocess.run(cmd, check=True, capture_output=True, text=True)
+            tmp_src.unlink()
+        return dst
+
+    with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as ex:
+        return list(ex.map(one, MODULES))
 
 
 # --------------------------------------------------------------------------- memory
@@ -306,3 +354,10 @@ def launch(kernel: Any, n_threads: int, block: int, args: tuple, grid_y: int = 1
         return
     grid = ((n_threads + block - 1) // block, grid_y)
     kernel(grid, (block,), args)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (3, 4) or sys.argv[1] != "build-cubins":
+        sys.exit("usage: python -m simgpu.gpu.cuda build-cubins DIR [sm_XX]")
+    for f in build_cubins(sys.argv[2], *(sys.argv[3:] or [])):
+        print(f)

@@ -134,46 +134,99 @@ HD fe<P> dbl(const fe<P>& a) {
 
 // CIOS Montgomery multiplication: a*b/R mod q for a, b < q (< 2q for a lazy field).
 //
-// Row i adds a*b[i] to the accumulator t and then m*q, with m chosen so the low limb
-// becomes zero, and drops that limb.  A 32x32 product has a low and a high half that
-// land one limb apart, so each multiply-accumulate is two carry chains: the low halves
-// into limbs 0..N-1, the high halves into limbs 1..N.  The reduction's high chain also
-// performs the one-limb shift by writing limb j+1's sum into limb j.
-// Bound: t < 2q before a row, so t + a*b_i + m*q < 2q + 3 * 2^32 q < 2^(32(N+1)) (q <
-// 2^(32N-1), a < 2q): N + 1 limbs suffice and no chain carries out of limb N; after the
-// shift t < 2q < 2^(32N), so limb N is zero again.
+// Row i adds a*b[i] and m*q to the accumulator t, m chosen so that t's low limb becomes
+// zero, and drops that limb.  The schedule is built around one SASS instruction:
+// IMAD.WIDE.U32.X, a 32x32 -> 64-bit multiply-add with carry in and carry out, which
+// ptxas emits for a mad.lo.cc / madc.hi.cc pair of the same operands into an aligned
+// register pair.  A product a[j]*b[i] lands on limbs j and j+1, so t is kept as two
+// accumulators whose pairs never straddle: X gets the products of even a[j] (pairs
+// X[j], X[j+1] at weights j, j+1) and Y those of odd a[j] (Y[k] at weight k + 1, pairs
+// Y[j-1], Y[j]); t = X + Y*2^32 + x1 (a limb pending at weight 0, below).  Each row is
+// then four carry chains of N/2 wide multiply-adds (a*b[i] and m*q into X and into Y)
+// and no separate carry additions: about 2N^2 + 4N instructions per multiplication,
+// where one mad.lo.cc and one madc.hi.cc per product cost about 4N^2 (each half
+// needing its own IMAD plus an IADD3.X for the carry).
+//
+// Dropping the zero limb shifts every weight down by one, which swaps the parities: the
+// next row's X is this Y as it stands, its Y is X[2..N-1] and X's carries, and X[1]
+// (now at weight 0) is the pending limb x1, added into the new X[0] at the start of the
+// next row; its carry (weight 1) is the first carry-in of that row's Y chain.
+// Bounds: before a row t < 2q for a reduced field (a < q) and < 3q for a lazy one
+// (a < 2q), so a row's sum stays below 3q*2^32 < 2^(32(N+1)) (3q < 2^(32N) for both
+// moduli).  X, Y and the carries are non-negative parts of that sum, so Y < 2^(32N): the
+// Y chains never carry out, and X's carries (at most 2 a row) sit in the limb that
+// becomes Y[N-2].  The last row leaves the result (< 2q) as X + x1 + Y*2^32: one final
+// addition chain, Y's top limb being zero.
 template <class P>
 HD fe<P> operator*(const fe<P>& a, const fe<P>& b) {
     constexpr int N = P::N;
-    u32 t[N + 1];
-#pragma unroll
-    for (int j = 0; j <= N; j++) t[j] = 0;
+    static_assert(N % 2 == 0, "limb pairs");
+    u32 x[N], y[N], x1 = 0;
 #pragma unroll
     for (int i = 0; i < N; i++) {
         const u32 bi = b.v[i];
-        t[0] = mad_lo_cc(a.v[0], bi, t[0]);
+        u32 cx;
+        if (i == 0) {  // t = 0: plain products, no carries
 #pragma unroll
-        for (int j = 1; j < N; j++) t[j] = madc_lo_cc(a.v[j], bi, t[j]);
-        t[N] = addc(t[N], 0);
-        t[1] = mad_hi_cc(a.v[0], bi, t[1]);
+            for (int j = 0; j < N; j += 2) {
+                x[j] = lo32(a.v[j], bi);
+                x[j + 1] = hi32(a.v[j], bi);
+                y[j] = lo32(a.v[j + 1], bi);
+                y[j + 1] = hi32(a.v[j + 1], bi);
+            }
+            cx = 0;
+        } else {
+            // x1 into X[0]; its carry starts the Y chain (odd products, weights 1..N)
+            x[0] = add_cc(x[0], x1);
 #pragma unroll
-        for (int j = 1; j < N - 1; j++) t[j + 1] = madc_hi_cc(a.v[j], bi, t[j + 1]);
-        t[N] = madc_hi(a.v[N - 1], bi, t[N]);
-
-        const u32 m = t[0] * P::INV;
-        (void)mad_lo_cc(m, P::mod(0), t[0]);  // low limb becomes 0; only its carry is kept
+            for (int j = 0; j < N; j += 2) {
+                y[j] = madc_lo_cc(a.v[j + 1], bi, y[j]);
+                y[j + 1] = j + 2 < N ? madc_hi_cc(a.v[j + 1], bi, y[j + 1]) : madc_hi(a.v[j + 1], bi, y[j + 1]);
+            }
+            // even products into X (weights 0..N-1), carry out into cx (weight N)
+            x[0] = mad_lo_cc(a.v[0], bi, x[0]);
+            x[1] = madc_hi_cc(a.v[0], bi, x[1]);
 #pragma unroll
-        for (int j = 1; j < N; j++) t[j] = madc_lo_cc(m, P::mod(j), t[j]);
-        t[N] = addc(t[N], 0);
-        t[0] = mad_hi_cc(m, P::mod(0), t[1]);
+            for (int j = 2; j < N; j += 2) {
+                x[j] = madc_lo_cc(a.v[j], bi, x[j]);
+                x[j + 1] = madc_hi_cc(a.v[j], bi, x[j + 1]);
+            }
+            cx = addc(0, 0);
+        }
+        const u32 m = x[0] * P::INV;
+        // m*q: even limbs of q into X (X[0] becomes 0), odd ones into Y
+        x[0] = mad_lo_cc(m, P::mod(0), x[0]);
+        x[1] = madc_hi_cc(m, P::mod(0), x[1]);
 #pragma unroll
-        for (int j = 1; j < N - 1; j++) t[j] = madc_hi_cc(m, P::mod(j), t[j + 1]);
-        t[N - 1] = madc_hi(m, P::mod(N - 1), t[N]);
-        t[N] = 0;
+        for (int j = 2; j < N; j += 2) {
+            x[j] = madc_lo_cc(m, P::mod(j), x[j]);
+            x[j + 1] = madc_hi_cc(m, P::mod(j), x[j + 1]);
+        }
+        cx = addc(cx, 0);
+        y[0] = mad_lo_cc(m, P::mod(1), y[0]);
+        y[1] = madc_hi_cc(m, P::mod(1), y[1]);
+#pragma unroll
+        for (int j = 2; j < N; j += 2) {
+            y[j] = madc_lo_cc(m, P::mod(j + 1), y[j]);
+            y[j + 1] = j + 2 < N ? madc_hi_cc(m, P::mod(j + 1), y[j + 1]) : madc_hi(m, P::mod(j + 1), y[j + 1]);
+        }
+        // drop the zero limb: the parities swap (renaming only, no instructions)
+        x1 = x[1];
+        u32 nx[N], ny[N];
+#pragma unroll
+        for (int k = 0; k < N; k++) nx[k] = y[k];
+#pragma unroll
+        for (int k = 0; k < N - 2; k++) ny[k] = x[k + 2];
+        ny[N - 2] = cx;
+        ny[N - 1] = 0;
+#pragma unroll
+        for (int k = 0; k < N; k++) { x[k] = nx[k]; y[k] = ny[k]; }
     }
     fe<P> r;
+    r.v[0] = add_cc(x[0], x1);
 #pragma unroll
-    for (int j = 0; j < N; j++) r.v[j] = t[j];
+    for (int k = 1; k < N - 1; k++) r.v[k] = addc_cc(x[k], y[k - 1]);
+    r.v[N - 1] = addc(x[N - 1], y[N - 2]);  // y[N-1] = 0: the result is < 2q < 2^(32N)
     return P::LAZY ? r : reduce_once(r);
 }
 

@@ -2,7 +2,9 @@
 
 These are the sizes the kernels' Python drivers allocate (simgpu.gpu.ntt,
 simgpu.gpu.msm), computed by the same plan functions the drivers use, so a VRAM
-footprint in a profile or the model is the real one.  The MSM allocates worst-case
+footprint in a profile or the model is the real one.  An MSM is over G1 or G2 (group
+"g1" or "g2"): the same plan of digits, buckets and segments, with G2's points and
+accumulators twice G1's size.  The MSM allocates worst-case
 buffers up front (every digit non-zero, every bucket non-empty), so its footprint does
 not depend on the scalars.  tests/test_kernels_gpu.py checks both against the CuPy pool's
 peak.
@@ -16,6 +18,9 @@ FR_BYTES = 32
 AFFINE_BYTES = 96  # G1 affine, Montgomery form, 24 words
 XYZZ_BYTES = 192  # G1 XYZZ accumulator, 48 words
 U32 = 4
+#: Bytes of an affine point and of an XYZZ accumulator per group (G2: coordinates in Fp2).
+GROUP_AFFINE_BYTES = {"g1": AFFINE_BYTES, "g2": 2 * AFFINE_BYTES}
+GROUP_XYZZ_BYTES = {"g1": XYZZ_BYTES, "g2": 2 * XYZZ_BYTES}
 
 #: Below this many elements the twiddle and coset tables use 1024-entry low tables only.
 SCALE_LO = 1024
@@ -61,7 +66,7 @@ def ntt_device_bytes(n: int, batch: int = 3) -> int:
 
 @dataclass(frozen=True)
 class MsmPlan:
-    """Sizes of one G1 MSM of n points with c-bit signed windows."""
+    """Sizes of one MSM (G1 or G2) of n points with c-bit signed windows."""
 
     n: int
     c: int
@@ -80,6 +85,16 @@ class MsmPlan:
     @property
     def segments(self) -> int:
         return self.nb // self.seg
+
+    @property
+    def segment_rows(self) -> int:
+        """Rows the bucket reduction writes: per segment its weighted and its plain sum."""
+        return 2 * self.segments
+
+    @property
+    def window_rows(self) -> int:
+        """Bound on the rows of the first round that adds each window's segment rows."""
+        return self.segment_rows // WINDOW_PIECE + self.nwin
 
 
 def _pow2_floor(x: float) -> int:
@@ -128,27 +143,31 @@ def msm_plan(n: int, window: int | None = None, piece: int | None = None, seg: i
 
 
 def msm_device_bytes(
-    n: int, window: int | None = None, *, piece: int | None = None, seg: int | None = None
+    n: int,
+    window: int | None = None,
+    *,
+    piece: int | None = None,
+    seg: int | None = None,
+    group: str = "g1",
 ) -> dict[str, int]:
-    """Device bytes of msm_g1 over n points: the caller's bases (affine, Montgomery) and
-    scalars, the sorted digit entries with their bucket counts and offsets, the partial
-    bucket sums, and the bucket-reduction temporaries.  (piece and seg override the
-    plan's, as msm.msm_windows_on's do, for tests.)"""
+    """Device bytes of an MSM over n points of `group` (msm_g1, msm_g2): the caller's
+    bases (affine, Montgomery) and scalars, the sorted digit entries with their bucket
+    counts and offsets, the partial bucket sums, and the bucket-reduction temporaries.
+    (piece and seg override the plan's, as msm.msm_windows_on's do, for tests.)"""
     p = msm_plan(n, window, piece, seg)
     nb = p.nb
-    segs = p.segments
-    seg_reduce = segs // WINDOW_PIECE + p.nwin
+    xyzz = GROUP_XYZZ_BYTES[group]
     out = {
-        "bases": AFFINE_BYTES * n,
+        "bases": GROUP_AFFINE_BYTES[group] * n,
         "scalars": FR_BYTES * n,
         # sorted entries; counts, offsets and the scatter cursor; overflow flag
         "digits": U32 * p.digits + U32 * (3 * nb + 1) + U32,
         # partial sums: first round, later rounds
-        "buckets": XYZZ_BYTES * (p.partials1 + p.partials2),
+        "buckets": xyzz * (p.partials1 + p.partials2),
         # piece offsets (two rounds live) and two per-bucket temporaries while computing
-        # them; segment sums and their reduction; window offsets
+        # them; segment rows and their reduction; window offsets
         "temporaries": U32 * (2 * (nb + 1) + 2 * nb)
-        + XYZZ_BYTES * (segs + seg_reduce)
+        + xyzz * (p.segment_rows + p.window_rows)
         + U32 * (p.nwin + 1) * 2,
     }
     out["total"] = sum(out.values())
@@ -199,11 +218,12 @@ def ntt_transient_bytes(n: int) -> int:
     return _ntt_parts(n)[3]
 
 
-def msm_transient_bytes(k: int) -> int:
-    """Device bytes `msm_g1` allocates for k points beyond its bases and scalars."""
+def msm_transient_bytes(k: int, group: str = "g1") -> int:
+    """Device bytes `msm_g1` (`msm_g2` for group "g2") allocates for k points beyond
+    its bases and scalars."""
     if k <= 0:
         return 0
-    d = msm_device_bytes(k)
+    d = msm_device_bytes(k, group=group)
     return int(d["digits"] + d["buckets"] + d["temporaries"])
 
 

@@ -1,4 +1,6 @@
-// G1 multi-scalar multiplication sum_i s_i * P_i by the bucket (Pippenger) method.
+// Multi-scalar multiplication sum_i s_i * P_i by the bucket (Pippenger) method, for G1
+// and G2 (the group-dependent steps are templates on the coordinate field, curve.cuh;
+// digits and sorting are the same for both).
 //
 //  1. msm_count: each scalar is cut into nwin = ceil(256/c) signed c-bit digits
 //     d in [-(2^(c-1) - 1), 2^(c-1)] (a digit above 2^(c-1) becomes d - 2^c and carries
@@ -19,10 +21,12 @@
 //     longest bucket's count by T.
 //  6. msm_bucket_sums: the window sum sum_b (b+1) S_b by running sums, in parallel over
 //     segments of L buckets: a segment starting at bucket lo contributes
-//     sum (b - lo + 1) S_b (running sum) + lo * sum S_b (a short double-and-add).
-//     msm_reduce then adds the segments of each window.
+//     sum (b - lo + 1) S_b (running sum) + lo * sum S_b.  The first kernel writes both
+//     running sums; msm_seg_offsets multiplies the second by lo (a short double-and-
+//     add) in a kernel of its own, so that neither holds both in registers.
+//     msm_reduce then adds each window's 2 * (B / L) rows.
 //  7. host: the nwin window sums W_k are combined as sum_k 2^(c k) W_k (arkworks).
-#include "g1.cuh"
+#include "curve.cuh"
 
 // Word i of a scalar held in registers; a select chain instead of an indexed array keeps
 // the scalar out of local memory.
@@ -115,28 +119,30 @@ HD u32 find_group(const u32* off, u32 nb, u32 x) {
 // bucket b) goes to slot rank[b] + t, rank[b] = number of non-empty buckets before b:
 // unique (a later thread never sees an earlier bucket), fewer than nthreads + non-empty
 // buckets, and bucket b's partials are the contiguous slots rank[b] + t_first .. + t_last.
+template <class F>
 HD void msm_accumulate_one(const u32* bases, const u32* sorted, const u32* bucket_off,
                            const u32* rank, u32 nb, u32 T, u32 t, u32* out) {
+    constexpr u64 AW = 2 * coord_words<F>::W, XW = 4 * coord_words<F>::W;
     const u32 total = bucket_off[nb];
     const u32 q0 = t * T;
     if (q0 >= total) return;
     const u32 q1 = q0 + T < total ? q0 + T : total;
     u32 b = find_group(bucket_off, nb, q0);
     u32 end_b = bucket_off[b + 1];
-    g1_xyzz acc = xyzz_inf();
+    xyzz_t<F> acc = xyzz_inf<F>();
     for (u32 q = q0; q < q1; q++) {
         if (q == end_b) {  // bucket b is complete in this chunk: flush, find the next one
-            store_xyzz(out + 48 * (u64)(rank[b] + t), acc);
-            acc = xyzz_inf();
+            store_xyzz(out + XW * (rank[b] + t), acc);
+            acc = xyzz_inf<F>();
             b = find_group(bucket_off, nb, q);
             end_b = bucket_off[b + 1];
         }
         const u32 e = sorted[q];
-        g1_aff p = load_aff(bases + 24 * (u64)(e & 0x7fffffffu));
+        aff_t<F> p = load_aff<F>(bases + AW * (e & 0x7fffffffu));
         if (e >> 31) p = aff_neg(p);
         acc = xyzz_add_aff_inl(acc, p);
     }
-    store_xyzz(out + 48 * (u64)(rank[b] + t), acc);
+    store_xyzz(out + XW * (rank[b] + t), acc);
 }
 
 // Where msm_accumulate left bucket b's partial sums: slots [start, end), empty if none.
@@ -149,35 +155,62 @@ HD void msm_ranges_one(const u32* bucket_off, const u32* rank, u32 T, u32 b, u32
 
 // Piece x of the partial sums of group b: the entries [start[b] + i*T, ...) up to end[b],
 // with i = x - piece_off[b].  Full XYZZ additions; one output per piece.
+template <class F>
 HD void msm_reduce_one(const u32* in, const u32* in_start, const u32* in_end,
                        const u32* piece_off, u32 nb, u32 T, u32 piece, u32* out) {
+    constexpr u64 XW = 4 * coord_words<F>::W;
     const u32 b = find_group(piece_off, nb, piece);
     const u32 start = in_start[b] + (piece - piece_off[b]) * T;
     const u32 end = start + T < in_end[b] ? start + T : in_end[b];
-    g1_xyzz acc = xyzz_inf();
-    for (u32 q = start; q < end; q++) acc = xyzz_add_inl(acc, load_xyzz(in + 48 * (u64)q));
-    store_xyzz(out + 48 * (u64)piece, acc);
+    xyzz_t<F> acc = xyzz_inf<F>();
+    for (u32 q = start; q < end; q++) acc = xyzz_add_inl(acc, load_xyzz<F>(in + XW * q));
+    store_xyzz(out + XW * piece, acc);
 }
 
 // Segment t = w * nseg + j of the bucket reduction: buckets [j*L, (j+1)*L) of window w.
 // Bucket key's sum is sums[start[key]] when end[key] > start[key], else it is empty.
+// Writes the weighted sum sum (b - lo + 1) S_b to row w * 2 nseg + j and the plain sum
+// sum S_b to row w * 2 nseg + nseg + j (msm_seg_offsets then multiplies it by lo).
+template <class F>
 HD void msm_bucket_sums_one(const u32* sums, const u32* start, const u32* end, u32 B, u32 L,
                             u32 nseg, u32 t, u32* out) {
+    constexpr u64 XW = 4 * coord_words<F>::W;
     const u32 w = t / nseg, j = t % nseg, lo = j * L;
-    g1_xyzz run = xyzz_inf(), acc = xyzz_inf();
-    // One addition site for both running sums (2L steps: run += S_b, then acc += run):
-    // the loop body holds one inlined addition instead of two.
-    for (u32 step = 0; step < 2 * L; step++) {
-        const u32 key = w * B + lo + (L - 1 - step / 2);
-        const bool second = step & 1;
-        if (!second && end[key] <= start[key]) continue;  // empty bucket: run unchanged
-        const g1_xyzz x = second ? acc : run;
-        const g1_xyzz y = second ? run : load_xyzz(sums + 48 * (u64)start[key]);
-        const g1_xyzz z = xyzz_add_inl(x, y);
-        if (second) acc = z; else run = z;
+    xyzz_t<F> run = xyzz_inf<F>(), acc = xyzz_inf<F>();
+    if constexpr (coord_words<F>::W == 12) {
+        // G1: one addition site for both running sums (2L steps: run += S_b, then
+        // acc += run), so that the loop body holds one inlined addition instead of two.
+        for (u32 step = 0; step < 2 * L; step++) {
+            const u32 key = w * B + lo + (L - 1 - step / 2);
+            const bool second = step & 1;
+            if (!second && end[key] <= start[key]) continue;  // empty bucket: run unchanged
+            const xyzz_t<F> x = second ? acc : run;
+            const xyzz_t<F> y = second ? run : load_xyzz<F>(sums + XW * start[key]);
+            const xyzz_t<F> z = xyzz_add_inl(x, y);
+            if (second) acc = z; else run = z;
+        }
+    } else {
+        // G2 (products are calls, fp2.cuh): two sites, and no select between 96-word
+        // structs, which made ptxas spill them whole.
+        for (u32 i = 0; i < L; i++) {
+            const u32 key = w * B + lo + (L - 1 - i);
+            if (end[key] > start[key]) run = xyzz_add_inl(run, load_xyzz<F>(sums + XW * start[key]));
+            acc = xyzz_add_inl(acc, run);
+        }
     }
-    if (lo) acc = xyzz_add(acc, xyzz_mul_small_inl(run, lo));
-    store_xyzz(out + 48 * (u64)t, acc);
+    const u64 row = 2 * (u64)w * nseg + j;
+    store_xyzz(out + XW * row, acc);
+    store_xyzz(out + XW * (row + nseg), run);
+}
+
+// Segment t's plain sum (row w * 2 nseg + nseg + j) times its first bucket lo = j*L,
+// in place: the segment's offset term lo * sum S_b.
+template <class F>
+HD void msm_seg_offsets_one(u32* segs, u32 L, u32 nseg, u32 t) {
+    constexpr u64 XW = 4 * coord_words<F>::W;
+    const u32 w = t / nseg, j = t % nseg;
+    u32* row = segs + XW * (2 * (u64)w * nseg + nseg + j);
+    store_xyzz(row, xyzz_mul_small_inl(load_xyzz<F>(row), j * L));
 }
 
 // Fixed-base multiplication for the trusted setup: s * G from a table of the 32*256
@@ -194,10 +227,10 @@ HD void fb_mul_chunk(const u32* scalars, u32 n, const u32* table, u32 chunk, u32
     for (u32 i = i0; i < i1; i++) {
         u32 s[8];
         load_scalar(s, scalars + 8 * (u64)i);
-        g1_xyzz acc = xyzz_inf();
+        g1_xyzz acc = xyzz_inf<fp_t>();
         for (u32 k = 0; k < 32; k++) {
             const u32 d = (scalar_word(s, k >> 2) >> (8 * (k & 3))) & 0xff;
-            if (d) acc = xyzz_add_aff(acc, load_aff(table + 24 * (k * 256 + d)));
+            if (d) acc = xyzz_add_aff(acc, load_aff<fp_t>(table + 24 * (k * 256 + d)));
         }
         u32* o = out + 24 * (u64)i;
         u32* m = tmp + 36 * (u64)i;
@@ -232,15 +265,47 @@ HD void fp_mul_const_one(u32* x, u64 i, const u32* cst) {
     store_fe<FpP>(x + 12 * i, load_fe_rw<FpP>(x + 12 * i) * load_fe<FpP>(cst));
 }
 
-// The kernels come in four parts (MSM_PART 1..4), compiled as separate modules so that
+// The kernels come in parts (MSM_PART 1..7), compiled as separate modules so that
 // run-time compilation can proceed in parallel (the curve arithmetic makes each part
-// take seconds of NVRTC time).  Without MSM_PART, all of them.
+// take seconds of NVRTC time): 1 digits, sorting and the G1 accumulation; 2 and 3 the
+// G1 reductions; 4 the fixed-base multiplication; 5-7 G2's accumulation and reductions.
+// Without MSM_PART, all of them.
 #if defined(__CUDACC__)
 #define MSM_THREADS 128
 #define GID ((u64)blockIdx.x * blockDim.x + threadIdx.x)
 #if !defined(MSM_PART)
 #define MSM_ALL 1
 #endif
+
+// The group-dependent kernels, for G1 (F = fp_t) and G2 (F = fp2_t, or fp2_call_t for
+// the reductions: see fp2.cuh).
+#define MSM_ACCUMULATE_KERNEL(NAME, F)                                                      \
+    extern "C" __global__ void __launch_bounds__(MSM_THREADS)                               \
+    NAME(const u32* bases, const u32* sorted, const u32* bucket_off, const u32* rank, u32 nb, \
+         u32 T, u32 nthreads, u32* out) {                                                   \
+        const u64 t = GID;                                                                  \
+        if (t < nthreads) msm_accumulate_one<F>(bases, sorted, bucket_off, rank, nb, T, (u32)t, out); \
+    }
+#define MSM_REDUCE_KERNEL(NAME, F)                                                          \
+    extern "C" __global__ void __launch_bounds__(MSM_THREADS)                               \
+    NAME(const u32* in, const u32* in_start, const u32* in_end, const u32* piece_off, u32 nb, \
+         u32 T, u32 npieces, u32* out) {                                                    \
+        const u64 t = GID;                                                                  \
+        if (t < npieces) msm_reduce_one<F>(in, in_start, in_end, piece_off, nb, T, (u32)t, out); \
+    }
+#define MSM_BUCKET_SUMS_KERNELS(NAME, OFFSETS, F)                                           \
+    extern "C" __global__ void __launch_bounds__(MSM_THREADS)                               \
+    NAME(const u32* sums, const u32* start, const u32* end, u32 B, u32 L, u32 nseg, u32 total, \
+         u32* out) {                                                                        \
+        const u64 t = GID;                                                                  \
+        if (t < total) msm_bucket_sums_one<F>(sums, start, end, B, L, nseg, (u32)t, out);   \
+    }                                                                                       \
+    extern "C" __global__ void __launch_bounds__(MSM_THREADS)                               \
+    OFFSETS(u32* segs, u32 L, u32 nseg, u32 total) {                                        \
+        const u64 t = GID;                                                                  \
+        if (t < total) msm_seg_offsets_one<F>(segs, L, nseg, (u32)t);                       \
+    }
+
 #if defined(MSM_ALL) || MSM_PART == 1
 
 extern "C" __global__ void msm_count(const u32* scalars, u32 n, u32 c, u32 nwin, u32* counts,
@@ -253,12 +318,7 @@ extern "C" __global__ void msm_scatter(const u32* scalars, u32 n, u32 c, u32 nwi
     msm_digits_one(scalars, n, (u32)GID, c, nwin, cursor, sorted, true, overflow);
 }
 
-extern "C" __global__ void __launch_bounds__(MSM_THREADS)
-msm_accumulate(const u32* bases, const u32* sorted, const u32* bucket_off, const u32* rank,
-               u32 nb, u32 T, u32 nthreads, u32* out) {
-    const u64 t = GID;
-    if (t < nthreads) msm_accumulate_one(bases, sorted, bucket_off, rank, nb, T, (u32)t, out);
-}
+MSM_ACCUMULATE_KERNEL(msm_accumulate, fp_t)
 
 extern "C" __global__ void msm_ranges(const u32* bucket_off, const u32* rank, u32 nb, u32 T,
                                       u32* start, u32* end) {
@@ -272,22 +332,10 @@ extern "C" __global__ void fp_mul_const(u32* x, u64 count, const u32* cst) {
 }
 #endif
 #if defined(MSM_ALL) || MSM_PART == 2
-extern "C" __global__ void __launch_bounds__(MSM_THREADS)
-msm_reduce(const u32* in, const u32* in_start, const u32* in_end, const u32* piece_off, u32 nb,
-           u32 T, u32 npieces, u32* out) {
-    const u64 t = GID;
-    if (t < npieces) msm_reduce_one(in, in_start, in_end, piece_off, nb, T, (u32)t, out);
-}
-
+MSM_REDUCE_KERNEL(msm_reduce, fp_t)
 #endif
 #if defined(MSM_ALL) || MSM_PART == 3
-extern "C" __global__ void __launch_bounds__(MSM_THREADS)
-msm_bucket_sums(const u32* sums, const u32* start, const u32* end, u32 B, u32 L, u32 nseg,
-                u32 total, u32* out) {
-    const u64 t = GID;
-    if (t < total) msm_bucket_sums_one(sums, start, end, B, L, nseg, (u32)t, out);
-}
-
+MSM_BUCKET_SUMS_KERNELS(msm_bucket_sums, msm_seg_offsets, fp_t)
 #endif
 #if defined(MSM_ALL) || MSM_PART == 4
 extern "C" __global__ void __launch_bounds__(MSM_THREADS)
@@ -296,6 +344,14 @@ g1_fixed_base_mul(const u32* scalars, u32 n, const u32* table, u32 chunk, u32 nt
     const u64 t = GID;
     if (t < nthreads) fb_mul_chunk(scalars, n, table, chunk, (u32)t, out, tmp);
 }
-
-#endif  // MSM_PART 4
+#endif
+#if defined(MSM_ALL) || MSM_PART == 5
+MSM_ACCUMULATE_KERNEL(msm_accumulate_g2, fp2_t)
+#endif
+#if defined(MSM_ALL) || MSM_PART == 6
+MSM_REDUCE_KERNEL(msm_reduce_g2, fp2_call_t)
+#endif
+#if defined(MSM_ALL) || MSM_PART == 7
+MSM_BUCKET_SUMS_KERNELS(msm_bucket_sums_g2, msm_seg_offsets_g2, fp2_call_t)
+#endif
 #endif  // __CUDACC__

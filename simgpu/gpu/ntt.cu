@@ -193,6 +193,53 @@ HD void bitrev_one(u32* x, u32 i, u32 log_n, const u32* cst) {
     store_fe<FrP>(x + 8 * (u64)j, a);
 }
 
+// Bit reversal by tiles, for log_n >= 2 * BR_B: an index is (h, m, l) with h and l of
+// BR_B bits, and rev(h, m, l) = (rev(l), rev(m), rev(h)), so tile m -- the 2^(2 BR_B)
+// elements with middle bits m, read as 2^BR_B runs of 2^BR_B consecutive elements --
+// goes whole to tile rev(m), transposed.  A block takes tile m and its partner rev(m)
+// (the block of the larger m has nothing to do), loads both into shared memory, then
+// writes each where the other was: in place, and every global access a run of 16
+// consecutive 32-byte elements, where the element-by-element version above writes 32
+// bytes at scattered addresses (measured at about 30% of the copy bandwidth at 2^24).
+#define BR_B 4
+#define BR_N (1u << BR_B)
+#define BR_TILE (BR_N * BR_N)
+#define BR_ROW (BR_N + 1)  // shared-memory row pitch: the transposed reads hit distinct banks
+#define BR_SH (BR_N * BR_ROW)
+
+HD u32 rev_bits(u32 x, u32 bits) { return bits ? brev32(x) >> (32 - bits) : 0; }
+
+// Thread t's element of tile m (and of tile rev(m)) into shared memory, times cst if given.
+// sh holds two tiles of 8 limb planes of BR_SH words each.
+HD void bitrev_tile_load(const u32* x, u32* sh, u32 log_n, u32 m, u32 t, const u32* cst) {
+    const u32 mid = log_n - 2 * BR_B, mr = rev_bits(m, mid);
+    const u32 h = t >> BR_B, l = t & (BR_N - 1);
+    for (u32 k = 0; k < (mr == m ? 1u : 2u); k++) {
+        const u32 mm = k ? mr : m;
+        fr_t v = load_fe_rw<FrP>(x + 8 * (u64)((h << (log_n - BR_B)) | (mm << BR_B) | l));
+        if (cst) v = v * load_fe<FrP>(cst);
+        u32* tile = sh + k * 8 * BR_SH;
+#pragma unroll
+        for (int w = 0; w < 8; w++) tile[w * BR_SH + h * BR_ROW + l] = v.v[w];
+    }
+}
+
+// Thread t writes element t of the destination tiles: tile rev(m) from tile m, and tile m
+// from tile rev(m).  Destination (h2, l2) holds source (rev(l2), rev(h2)).
+HD void bitrev_tile_store(u32* x, const u32* sh, u32 log_n, u32 m, u32 t) {
+    const u32 mid = log_n - 2 * BR_B, mr = rev_bits(m, mid);
+    const u32 h2 = t >> BR_B, l2 = t & (BR_N - 1);
+    const u32 e = rev_bits(l2, BR_B) * BR_ROW + rev_bits(h2, BR_B);
+    for (u32 k = 0; k < (mr == m ? 1u : 2u); k++) {
+        const u32 dst = k ? m : mr;
+        const u32* tile = sh + k * 8 * BR_SH;
+        fr_t v;
+#pragma unroll
+        for (int w = 0; w < 8; w++) v.v[w] = tile[w * BR_SH + e];
+        store_fe<FrP>(x + 8 * (u64)((h2 << (log_n - BR_B)) | (dst << BR_B) | l2), v);
+    }
+}
+
 // x[i] = x[i] * c[0] (to/from Montgomery form, scaling).
 HD void mul_const_one(u32* x, u64 i, const u32* cst) {
     store_fe<FrP>(x + 8 * i, load_fe_rw<FrP>(x + 8 * i) * load_fe<FrP>(cst));
@@ -215,6 +262,17 @@ extern "C" __global__ void ntt_bitrev(const u64* ptrs, u32 log_n, u32 use_cst, c
     const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (1u << log_n)) return;
     bitrev_one(reinterpret_cast<u32*>(ptrs[blockIdx.y]), i, log_n, use_cst ? cst : nullptr);
+}
+
+extern "C" __global__ void __launch_bounds__(BR_TILE)
+ntt_bitrev_tiled(const u64* ptrs, u32 log_n, u32 use_cst, const u32* cst) {
+    __shared__ u32 sh[2 * 8 * BR_SH];
+    const u32 m = blockIdx.x;
+    if (rev_bits(m, log_n - 2 * BR_B) < m) return;  // the partner's block does this pair
+    u32* x = reinterpret_cast<u32*>(ptrs[blockIdx.y]);
+    bitrev_tile_load(x, sh, log_n, m, threadIdx.x, use_cst ? cst : nullptr);
+    __syncthreads();
+    bitrev_tile_store(x, sh, log_n, m, threadIdx.x);
 }
 
 extern "C" __global__ void fr_mul_const(u32* x, u64 count, const u32* cst) {

@@ -33,6 +33,8 @@ from simgpu.gpu.footprint import SCALE_LO
 R = R_ORDER
 TILE_LOG = 10  # elements per shared-memory tile: 2^10 x 32 B = 32 KB
 MAX_LOG_N = 28  # twiddle indices are 32-bit (8 words each)
+#: From this size the bit reversal runs by tiles of 16 x 16 elements (ntt.cu, BR_B = 4).
+BITREV_TILE_MIN_LOG = 8
 
 # --------------------------------------------------------------------------- reference
 
@@ -353,6 +355,7 @@ class _CupyLauncher:
         self.k_dif = self.mod.get_function("ntt_dif_pass")
         self.k_dit = self.mod.get_function("ntt_dit_pass")
         self.k_bitrev = self.mod.get_function("ntt_bitrev")
+        self.k_bitrev_tiled = self.mod.get_function("ntt_bitrev_tiled")
         self.k_mul = self.mod.get_function("fr_mul_const")
         self.k_pw = self.mod.get_function("fr_h_pointwise")
         self.k_tw = self.mod.get_function("ntt_twiddles")
@@ -382,7 +385,10 @@ class _CupyLauncher:
         ptrs = self._ptrs(vecs)
         use = cst is not None
         args = (ptrs, np.uint32(log_n), np.uint32(use), cst if use else ptrs)
-        self.k_bitrev(((n + 255) // 256, len(vecs)), (256,), args)
+        if log_n >= BITREV_TILE_MIN_LOG:  # one block per tile (pair), 256 threads
+            self.k_bitrev_tiled((1 << (log_n - BITREV_TILE_MIN_LOG), len(vecs)), (256,), args)
+        else:
+            self.k_bitrev(((n + 255) // 256, len(vecs)), (256,), args)
 
     def mul_const(self, x, cst):
         count = x.size // 8

@@ -62,6 +62,9 @@ PRIM3(madc_hi_cc, "madc.hi.cc.u32")
 PRIM3(madc_hi, "madc.hi.u32")
 #undef PRIM2
 #undef PRIM3
+// Plain products (no carry flag): ordinary C, so the compiler schedules them freely.
+__device__ __forceinline__ u32 lo32(u32 a, u32 b) { return a * b; }
+__device__ __forceinline__ u32 hi32(u32 a, u32 b) { return __umulhi(a, b); }
 __device__ __forceinline__ u32 brev32(u32 x) { return __brev(x); }
 #else
 inline u32 add_cc(u32 a, u32 b) { u64 s = (u64)a + b; host_cf() = (u32)(s >> 32); return (u32)s; }

@@ -176,6 +176,12 @@ class CpuDevice:
     def write_bases(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
         self.write(buf, host, row)
 
+    def upload_bases_g2(self, name: str, host: np.ndarray) -> DeviceBuffer:
+        return self.upload(name, host)  # G2 points stay in the key's xy bytes
+
+    def write_bases_g2(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
+        self.write(buf, host, row)
+
     def free(self, buf: DeviceBuffer) -> None:
         if not buf.live:
             raise DesignError(f"gpu{self.device}: {buf.name} freed twice")
@@ -250,12 +256,26 @@ class CpuDevice:
         finally:
             self._unbook(temps)
 
+    def msm_g2(self, bases: Any, scalars: Any, name: str) -> G2Point:
+        """arkworks' G2 multiexp, booking what the CUDA G2 MSM allocates."""
+        from simgpu.gpu.footprint import msm_transient_bytes
+        from simgpu.gpu.msm import msm_g2_ref
+
+        temps = self._book(msm_transient_bytes(len(scalars), "g2"), f"{name}_temporaries")
+        try:
+            return msm_g2_ref(bases, scalars)
+        finally:
+            self._unbook(temps)
+
     def fixed_base_mul_g1(self, base: G1Point, scalars: np.ndarray) -> np.ndarray:
         return fixed_base_mul("g1", base, scalars, self.setup_workers)
 
     # --- the key's bases ----------------------------------------------------------------
     def host_bases(self, pk: ProvingKey, query: str) -> np.ndarray:
         return pk.query(query)
+
+    def host_bases_g2(self, pk: ProvingKey) -> np.ndarray:
+        return pk.b_g2
 
     def resident(self, pk: ProvingKey, query: str) -> DeviceBuffer:
         key = (pk.key_id, query)

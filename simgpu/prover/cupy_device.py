@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-from py_arkworks_bls12381 import G1Point
+from py_arkworks_bls12381 import G1Point, G2Point
 
 from simgpu.errors import DesignError, VramExhausted
 from simgpu.prover.device import DEFAULT_STREAM_BATCH, DeviceBuffer, PeakMeter
@@ -138,6 +138,19 @@ class CupyDevice:
             out = buf.array[row : row + len(host)]
             self._guarded(buf.name, lambda: msm.bases_to_device(host, out=out))
 
+    def upload_bases_g2(self, name: str, host: np.ndarray) -> DeviceBuffer:
+        buf = self.alloc(name, (len(host), 48), np.uint32)
+        self.write_bases_g2(buf, host, 0)
+        return buf
+
+    def write_bases_g2(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
+        from simgpu.gpu import msm
+
+        host = np.ascontiguousarray(host)
+        with self.cp.cuda.Device(self.device):
+            out = buf.array[row : row + len(host)]
+            self._guarded(buf.name, lambda: msm.bases_g2_to_device(host, out=out))
+
     def free(self, buf: DeviceBuffer) -> None:
         if not buf.live:
             raise DesignError(f"gpu{self.device}: {buf.name} freed twice")
@@ -177,6 +190,12 @@ class CupyDevice:
         with self.cp.cuda.Device(self.device):
             return self._guarded(f"{name}_temporaries", lambda: msm.g1_sum(bases, index))
 
+    def msm_g2(self, bases: Any, scalars: Any, name: str) -> G2Point:
+        from simgpu.gpu import msm
+
+        with self.cp.cuda.Device(self.device):
+            return self._guarded(f"{name}_temporaries", lambda: msm.msm_g2(bases, scalars))
+
     def fixed_base_mul_g1(self, base: G1Point, scalars: np.ndarray) -> np.ndarray:
         from simgpu.gpu import msm
 
@@ -205,6 +224,18 @@ class CupyDevice:
                 src = pk.query(query)
                 pinned = cupyx.empty_pinned(src.shape, dtype=src.dtype)
                 np.copyto(pinned, src)
+                self._pinned[key] = pinned
+            return self._pinned[key]
+
+    def host_bases_g2(self, pk: ProvingKey) -> np.ndarray:
+        """A pinned copy of the B query's G2 points, as host_bases keeps the G1 queries."""
+        key = _key_cache_id(pk, "b_g2")
+        with self._cache_lock:
+            if key not in self._pinned:
+                import cupyx
+
+                pinned = cupyx.empty_pinned(pk.b_g2.shape, dtype=pk.b_g2.dtype)
+                np.copyto(pinned, pk.b_g2)
                 self._pinned[key] = pinned
             return self._pinned[key]
 

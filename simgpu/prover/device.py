@@ -5,7 +5,8 @@ Like a socket API written once against many network cards, the stages in
 memory and the arithmetic that runs on it:
 
 * `CupyDevice` (`simgpu.prover.cupy_device`): real VRAM through CuPy's memory pool (capped with `set_limit` to
-  emulate a smaller card), the CUDA kernels of `simgpu.gpu.ntt` / `simgpu.gpu.msm`.
+  emulate a smaller card), the CUDA kernels of `simgpu.gpu.ntt` / `simgpu.gpu.msm`
+  (G1, and G2 for a b_g2_msm run on the device).
 * `CpuDevice` (`simgpu.prover.cpu_device`): the same calls on the CPU for small circuits;
   its device memory is booked in a `simgpu.ledger.Ledger`, so a cap gives a real
   `VramExhausted` on CI too.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
-from py_arkworks_bls12381 import G1Point
+from py_arkworks_bls12381 import G1Point, G2Point
 
 from simgpu.errors import DesignError
 
@@ -113,6 +114,23 @@ class Device(Protocol):
 
     def g1_sum(self, bases: Any, index: Any, name: str) -> G1Point:
         """sum bases[index[i]] (the scalars equal to one, batch-added)."""
+        ...
+
+    def upload_bases_g2(self, name: str, host: np.ndarray) -> DeviceBuffer:
+        """Upload G2 affine points (uint8 (n, 192), the key's xy encoding) in the device's
+        point representation (uint32 (n, 48) Montgomery form on the GPU)."""
+        ...
+
+    def write_bases_g2(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
+        """Like `write`, for G2 points (converted as `upload_bases_g2` does)."""
+        ...
+
+    def msm_g2(self, bases: Any, scalars: Any, name: str) -> G2Point:
+        """G2's sum scalars[i] * bases[i]; transient memory booked as `<name>_temporaries`."""
+        ...
+
+    def host_bases_g2(self, pk: ProvingKey) -> np.ndarray:
+        """The host array a streamed batch of the B query's G2 points is copied from."""
         ...
 
     def host_bases(self, pk: ProvingKey, query: str) -> np.ndarray:

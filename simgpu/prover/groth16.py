@@ -8,7 +8,8 @@ real runtime runs `synthesize` in a worker process and the GPU stages under its 
     prestage   prestage(prepared, backend) -> DeviceBuffers             device
     kernels    kernels(prepared, pk, backend, buffers) -> KernelOutput  device
     b_g2_msm   b_g2_msm(prepared, pk, threads) -> G2Point               CPU (threads here,
-                                                                        or real.g2pool)
+                                                                        or real.g2pool),
+               b_g2_msm(prepared, pk, backend=device) -> G2Point        or the device
     epilogue   epilogue(prepared, pk, kernel_out, b_g2, rng) -> Proof   CPU
 
 `prove` chains them and `verify` checks a proof with one multi-pairing.
@@ -353,10 +354,16 @@ def _g2_chunk(pk: ProvingKey, positions: np.ndarray, scalars: np.ndarray | None)
     return G2Point.multiexp_unchecked(points, sc)
 
 
-def b_g2_msm(prepared: Prepared, pk: ProvingKey, threads: int = 1) -> G2Point:
-    """The `b_g2_msm` stage: sum_i z_i [v_i(tau)]_2 over the B query on the CPU, zeros
-    skipped, cut into `threads` chunks of tails and of ones over a pool of that size
-    (arkworks releases the GIL inside its MSM)."""
+def b_g2_msm(
+    prepared: Prepared, pk: ProvingKey, threads: int = 1, *, backend: Device | None = None
+) -> G2Point:
+    """The `b_g2_msm` stage: sum_i z_i [v_i(tau)]_2 over the B query, zeros skipped.
+
+    backend None: on the CPU, cut into `threads` chunks of tails and of ones over a pool
+    of that size (arkworks releases the GIL inside its MSM), as supraseal runs it beside
+    the GPU.  Given a device: on it, as bellperson does (`_b_g2_on_device`)."""
+    if backend is not None:
+        return _b_g2_on_device(prepared, pk, backend)
     threads = max(1, int(threads))
     split = prepared.split_b
     jobs = [
@@ -373,6 +380,57 @@ def b_g2_msm(prepared: Prepared, pk: ProvingKey, threads: int = 1) -> G2Point:
         with ThreadPoolExecutor(threads, thread_name_prefix="b_g2_msm") as ex:
             parts = list(ex.map(lambda job: _g2_chunk(pk, *job), jobs))
     return functools.reduce(operator.add, parts, G2Point.identity())
+
+
+def b_g2_batch(split: QuerySplit, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows [start, stop) of the B query as one G2 MSM: positions (relative to start,
+    int32) of the tails then the ones, and their scalars (the ones' equal to 1)."""
+    ones, tails, tail_scalars = split.batch(start, stop)
+    one_scalars = np.zeros((len(ones), FR_WORDS), dtype=np.uint32)
+    one_scalars[:, 0] = 1
+    return np.concatenate([tails, ones]), np.concatenate([tail_scalars, one_scalars])
+
+
+def _b_g2_on_device(prepared: Prepared, pk: ProvingKey, backend: Device) -> G2Point:
+    """b_g2_msm on the device: per batch of `backend.stream_batch` rows of the B query
+    (always streamed from the host copy, also with resident G1 bases), the tails and the
+    ones gathered next to their scalars for one G2 MSM; a one's digit is a single
+    addition into one bucket, so no separate sum is needed.  Transients: the batch's
+    points (`b_g2_msm_bases_batch`), an index, the gathered points and scalars, and the
+    MSM's temporaries, all freed before returning, also on error."""
+    split = prepared.split_b
+    length = split.length
+    host = backend.host_bases_g2(pk)
+    batch = max(1, min(backend.stream_batch, length))
+    tag = "b_g2_msm"
+    acc = G2Point.identity()
+    if length == 0:
+        return acc
+    staging = backend.upload_bases_g2(f"{tag}_bases_batch", host[:batch])
+    try:
+        for start in range(0, length, batch):
+            stop = min(start + batch, length)
+            if start:
+                backend.write_bases_g2(staging, host[start:stop], 0)
+            index, scalars = b_g2_batch(split, start, stop)
+            if not len(index):
+                continue
+            idx = backend.upload(f"{tag}_index", index)
+            try:
+                gathered = backend.gather(f"{tag}_tail_bases", staging.array[: stop - start], idx.array)
+            finally:
+                backend.free(idx)
+            try:
+                sc = backend.upload(f"{tag}_scalars", scalars)
+                try:
+                    acc = acc + backend.msm_g2(gathered.array, sc.array, tag)
+                finally:
+                    backend.free(sc)
+            finally:
+                backend.free(gathered)
+    finally:
+        backend.free(staging)
+    return acc
 
 
 # --- epilogue, proofs ------------------------------------------------------------------

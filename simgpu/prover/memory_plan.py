@@ -7,7 +7,8 @@ GPU a test checks it within 5% of CuPy's pool peak.  Kernel-internal scratch (NT
 MSM temporaries) comes from `simgpu.gpu.footprint`, the kernels' own account; the CPU
 backend books those same sizes, so both backends follow one plan.
 
-`prover_plan(shape, stream_batch=..., resident_bases=..., prestaged=...)` returns::
+`prover_plan(shape, stream_batch=..., resident_bases=..., prestaged=..., b_g2_on=...)`
+returns::
 
     {"buffers": {name: bytes, ...},
      "resident": {"vram": [names], "host": [names]},
@@ -47,6 +48,14 @@ sums, about 11 B per point) is not in the kernels' account (`footprint` has no
 `g1_sum_device_bytes` yet; it is used as soon as it has): it never sets a phase's peak,
 the tails' MSM does.
 
+With `b_g2_on="gpu"` the b_g2_msm stage runs on the device (groth16._b_g2_on_device):
+its stage entry is then `{"on": "gpu", "host_in": ["host_prep"], "phases": [{"name":
+"b_g2_msm", "transient": ["b_g2_msm"], ...}]}`, the `b_g2_msm` buffer being the stage's
+peak: the streamed batch of G2 points (batch x 192 B), then for the batch with the most
+non-zero scalars (k of them, tails and ones together) an index (4 B each) beside the
+gathered points (192 B), then those points, their scalars (32 B) and the G2 MSM's
+temporaries.  With "cpu" (the default) the stage holds no device memory.
+
 The counts come from a `ProverShape`: exact from a `Prepared` partition, or the expected
 values for a `CircuitSpec` of any size (`ProverShape.estimate`, no circuit built).
 """
@@ -55,6 +64,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from simgpu.gpu.footprint import (
     g1_sum_transient_bytes,
@@ -140,6 +151,18 @@ class ProverShape:
             },
         )
 
+    def batch_nonzero_max(self, query: str, batch: int) -> int:
+        """Most non-zero scalars (ones and tails together) in one batch of `batch` rows."""
+        if self.splits is not None:
+            split = self.splits[query]
+            edges = np.arange(0, split.length + batch, batch)
+            per = np.diff(np.searchsorted(split.ones, edges)) + np.diff(np.searchsorted(split.tails, edges))
+            return int(per.max(initial=0))
+        length = max(1, self.lengths[query])
+        rows = min(batch, length)
+        nonzero = self.ones[query] + self.tails[query]
+        return min(nonzero, -(-rows * nonzero // length))
+
     def batch_maxima(self, query: str, batch: int) -> tuple[int, int]:
         """Most ones and most tails in one batch of `batch` rows of `query`."""
         if self.splits is not None:
@@ -184,14 +207,37 @@ def _msm_phase(
     return sum(at_peak.values()), at_peak
 
 
+def _b_g2_phase(shape: ProverShape, stream_batch: int) -> tuple[int, dict[str, int]]:
+    """Peak device bytes of b_g2_msm on the device and the buffers live at that peak."""
+    length = shape.lengths["b1"]  # the B query: G1 (b1) and G2 share its rows
+    batch = max(1, min(stream_batch, length))
+    k = shape.batch_nonzero_max("b1", batch)
+    tag = "b_g2_msm"
+    staging = {f"{tag}_bases_batch": batch * G2_AFFINE_BYTES}
+    candidates = [
+        {f"{tag}_index": k * INDEX_BYTES, f"{tag}_tail_bases": k * G2_AFFINE_BYTES},
+        {
+            f"{tag}_tail_bases": k * G2_AFFINE_BYTES,
+            f"{tag}_scalars": k * FR_BYTES,
+            f"{tag}_temporaries": msm_transient_bytes(k, "g2"),
+        },
+    ]
+    at_peak = {**staging, **max(candidates, key=lambda c: sum(c.values()))}
+    return sum(at_peak.values()), at_peak
+
+
 def prover_plan(
     shape: ProverShape,
     *,
     stream_batch: int,
     resident_bases: bool = False,
     prestaged: bool = True,
+    b_g2_on: str = "cpu",
 ) -> dict:
-    """The memory plan of one partition (see the module docstring for its shape)."""
+    """The memory plan of one partition (see the module docstring for its shape).
+    b_g2_on: "cpu" (G2 pool or threads, no device memory) or "gpu" (the device)."""
+    if b_g2_on not in ("cpu", "gpu"):
+        raise ValueError(f"b_g2_on must be 'cpu' or 'gpu', got {b_g2_on!r}")
     n = shape.domain_size
     buffers: dict[str, int] = {
         "d_a": n * FR_BYTES,
@@ -235,6 +281,14 @@ def prover_plan(
         "transient_first_call": ["ntt_scratch", "ntt_twiddle_build"],
         "release": ["d_bc"],
     }
+    b_g2: dict[str, Any] = {"host_in": ["host_prep"]}
+    if b_g2_on == "gpu":
+        buffers["b_g2_msm"], detail["b_g2_msm"] = _b_g2_phase(shape, stream_batch)
+        b_g2 = {
+            "on": "gpu",
+            "host_in": ["host_prep"],
+            "phases": [{"name": "b_g2_msm", "transient": ["b_g2_msm"], "release": []}],
+        }
     stages = {
         "synthesis": {"host_out": ["host_abc", "host_aux"]},
         "prep": {"host_out": ["host_prep"]},
@@ -242,7 +296,7 @@ def prover_plan(
         # kernels leaves d_a in the handle it was given (the design frees it with the
         # prestage's handle); run without one, it allocates and uploads a, b, c itself.
         "kernels": {"vram_in": ["d_a", "d_bc"], "vram_out": ["d_a"], "phases": [ntt_phase, *msm_phases]},
-        "b_g2_msm": {"host_in": ["host_prep"]},
+        "b_g2_msm": b_g2,
         "epilogue": {"host_release": ["host_aux", "host_prep"]},
     }
     return {
@@ -288,13 +342,16 @@ def stage_peak(plan: dict, stage: str) -> int:
     return resident + resolved.plan(stage, handed).peak(handed)
 
 
-def plan_for_backend(shape: ProverShape, backend: object, *, prestaged: bool = True) -> dict:
+def plan_for_backend(
+    shape: ProverShape, backend: object, *, prestaged: bool = True, b_g2_on: str = "cpu"
+) -> dict:
     """prover_plan with a backend's stream_batch and resident_bases."""
     return prover_plan(
         shape,
         stream_batch=int(backend.stream_batch),  # type: ignore[attr-defined]
         resident_bases=bool(backend.resident_bases),  # type: ignore[attr-defined]
         prestaged=prestaged,
+        b_g2_on=b_g2_on,
     )
 
 
@@ -362,7 +419,8 @@ def prover_profile_dict(
     hw["host_resident"] = int(hw.get("host_resident", 0)) + res_host
     out_stages: dict[str, Any] = {}
     for st_name, fp in stages.items():
-        st: dict[str, Any] = {"on": "gpu" if st_name in ("prestage", "kernels") else "cpu"}
+        on = plan["stages"][st_name].get("on")
+        st: dict[str, Any] = {"on": on or ("gpu" if st_name in ("prestage", "kernels") else "cpu")}
         st.update({k: v for k, v in fp.items() if k != "phases"})
         law = times.get(st_name, 0.0)
         if "phases" in fp:

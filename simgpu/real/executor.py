@@ -2,7 +2,8 @@
 
 Each stage of a partition calls simgpu.prover.groth16 on the partition's data:
 synthesis in a pool of worker processes (CPU-heavy Python, outside this process's GIL),
-b_g2_msm in a pool of processes holding the key's G2 points (simgpu.prover.g2pool), prep
+b_g2_msm in a pool of processes holding the key's G2 points (simgpu.prover.g2pool) or,
+with `b_g2_on="gpu"`, on the partition's device (the G2 MSM kernels), prep
 and epilogue on the calling thread, prestage and kernels on the worker's device backend
 (CuPy, or the CPU backend whose VRAM is a capped ledger).  Every partition proof is
 verified in its epilogue; a proof that does not verify fails its partition with
@@ -106,6 +107,9 @@ class ProverSettings:
     vram_limit: int | None = None
     partition_workers: int = 2
     b_g2_threads: int = B_G2_THREADS
+    #: where b_g2_msm runs: "cpu" (the G2 pool, outside the GPU lock: supraseal) or "gpu"
+    #: (the worker's device, as bellperson does)
+    b_g2_on: str = "cpu"
     resident_bases: bool = False
     stream_batch: int | None = None
     keys_dir: Path = field(default_factory=lambda: Path(os.environ.get("SIMGPU_KEYS", "out/keys")))
@@ -130,6 +134,8 @@ class ProverSettings:
         work: an unknown backend, no GPU for cupy, a circuit too large for the CPU backend."""
         if self.backend not in BACKENDS:
             raise UserError(f"--backend {self.backend!r}: unknown (known: {', '.join(BACKENDS)})")
+        if self.b_g2_on not in ("cpu", "gpu"):
+            raise UserError(f"--b-g2-on {self.b_g2_on!r}: must be cpu or gpu")
         k = self.b_g2_threads
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_B_G2_THREADS:
             raise UserError(f"--b-g2-threads: must be a whole number in 1..{MAX_B_G2_THREADS}, got {k!r}")
@@ -153,6 +159,21 @@ class ProverSettings:
         return self
 
 
+class DeviceG2:
+    """b_g2_msm on a device behind the G2 pool's interface (`msm(prepared, chunks)`,
+    `close()`), for callers that hold the pool (calibration): `chunks` has no meaning
+    on the GPU."""
+
+    def __init__(self, pk: Any, backend: Any) -> None:
+        self.pk, self.backend = pk, backend
+
+    def msm(self, prepared: Any, chunks: int = 1) -> Any:
+        return groth16.b_g2_msm(prepared, self.pk, backend=self.backend)
+
+    def close(self, stop: bool = False) -> None:
+        return None
+
+
 class ProverExecutor:
     """Runs the prover's stages for RealRuntime (see simgpu.real.runtime.StageExecutor)."""
 
@@ -172,7 +193,7 @@ class ProverExecutor:
         for b in self.backends:
             groth16.preload(self.pk, b)
         self._pool: ProcessPoolExecutor | None = None
-        self.g2: G2Pool | None = None
+        self.g2: G2Pool | DeviceG2 | None = None
         self._peaks = [0] * settings.devices
         self._peak_lock = threading.Lock()
         self.verified: dict[tuple[int, int], bool] = {}
@@ -181,9 +202,12 @@ class ProverExecutor:
         try:
             # b_g2_msm's processes, one per core: concurrent MSMs share the cores, as the
             # CPU threads of a native prover do, and none of them holds this process's GIL.
-            self.g2 = G2Pool(
-                key_path(spec, SETUP_SEED, settings.keys_dir), max(settings.b_g2_threads, os.cpu_count() or 1)
-            )
+            # With b_g2_on "gpu", the first device instead (run_stage uses the partition's).
+            if settings.b_g2_on == "cpu":
+                workers = max(settings.b_g2_threads, os.cpu_count() or 1)
+                self.g2 = G2Pool(key_path(spec, SETUP_SEED, settings.keys_dir), workers)
+            else:
+                self.g2 = DeviceG2(self.pk, self.backends[0])
             self._warm_up()
         except BaseException:
             self.close(stop=True)  # no worker processes left behind (a card too small, Ctrl-C)
@@ -193,6 +217,7 @@ class ProverExecutor:
             ProverShape.estimate(spec),
             stream_batch=self.backends[0].stream_batch,
             resident_bases=settings.resident_bases,
+            b_g2_on=settings.b_g2_on,
         )
         self.plan = plan
         self._resolved: Resolved = profile_from_dict(
@@ -231,9 +256,7 @@ class ProverExecutor:
         synth = synthesize(self.spec, 0)
         for b in self.backends:
             try:
-                proof = groth16.prove(
-                    self.pk, synth, b, b_g2=lambda p: self.g2.msm(p, self.settings.b_g2_threads)
-                )
+                proof = groth16.prove(self.pk, synth, b, b_g2=lambda p, b=b: self._b_g2(p, b))
             except OutOfMemory as e:
                 raise UserError(
                     f"--vram {self.settings.vram_limit}: one partition of {self.spec.constraints:,} "
@@ -299,7 +322,15 @@ class ProverExecutor:
     # ------------------------------------------------------------ stages
 
     def stage_on(self, name: str) -> str:
+        if name == "b_g2_msm":
+            return self.settings.b_g2_on
         return "gpu" if name in GPU_STAGES else "cpu"
+
+    def _b_g2(self, prepared: Any, backend: Any) -> Any:
+        """b_g2_msm where the settings put it: the G2 pool, or `backend`'s device."""
+        if self.settings.b_g2_on == "cpu":
+            return self.g2.msm(prepared, self.settings.b_g2_threads)
+        return groth16.b_g2_msm(prepared, self.pk, backend=backend)
 
     def partition_seed(self, part: Partition) -> int:
         # distinct witnesses per (run seed, proof, partition); 0 is the warm-up's
@@ -332,7 +363,10 @@ class ProverExecutor:
             host.kernel_out = out
             return out
         if name == "b_g2_msm":
-            g2 = self.g2.msm(host.prepared, self.settings.b_g2_threads)
+            if self.settings.b_g2_on == "cpu":
+                g2 = self.g2.msm(host.prepared, self.settings.b_g2_threads)
+            else:
+                g2 = self._on_device(device, lambda b: self._b_g2(host.prepared, b))
             host.b_g2 = g2
             return g2
         if name == "epilogue":

@@ -108,8 +108,11 @@ class HostNttBackend:
         self._scatter(vecs, out[0])
 
     def bitrev(self, vecs, log_n, cst):
+        from simgpu.gpu.ntt import BITREV_TILE_MIN_LOG
+
         use = cst is not None
-        out = self.h.call(4, [log_n, len(vecs), int(use)],
+        op = 16 if log_n >= BITREV_TILE_MIN_LOG else 4  # the kernel the GPU launcher picks
+        out = self.h.call(op, [log_n, len(vecs), int(use)],
                           [self._batch(vecs), cst if use else np.zeros(8, np.uint32)])  # fmt: skip
         self._scatter(vecs, out[0])
 
@@ -165,8 +168,9 @@ class HostMsmBackend:
         sorted_[...] = out[2]
         overflow[...] = out[3]
 
-    def accumulate(self, bases, sorted_, bucket_off, rank, nb, t, nthreads, out):
-        r = self.h.call(10, [nb, t, nthreads], [bases, sorted_, bucket_off, rank, out])
+    def accumulate(self, bases, sorted_, bucket_off, rank, nb, t, nthreads, out, group=None):
+        code = group.code if group else 1
+        r = self.h.call(10, [nb, t, nthreads, code], [bases, sorted_, bucket_off, rank, out])
         out[...] = r[4]
 
     def ranges(self, bucket_off, rank, nb, t, start, end):
@@ -174,13 +178,19 @@ class HostMsmBackend:
         start[...] = r[2]
         end[...] = r[3]
 
-    def reduce(self, src, src_start, src_end, piece_off, nb, t, npieces, out):
-        r = self.h.call(11, [nb, t, npieces], [src, src_start, src_end, piece_off, out])
+    def reduce(self, src, src_start, src_end, piece_off, nb, t, npieces, out, group=None):
+        code = group.code if group else 1
+        r = self.h.call(11, [nb, t, npieces, code], [src, src_start, src_end, piece_off, out])
         out[...] = r[4]
 
-    def bucket_sums(self, sums, start, end, b, seg, nseg, total, out):
-        r = self.h.call(12, [b, seg, nseg, total], [sums, start, end, out])
+    def bucket_sums(self, sums, start, end, b, seg, nseg, total, out, group=None):
+        code = group.code if group else 1
+        r = self.h.call(12, [b, seg, nseg, total, code], [sums, start, end, out])
         out[...] = r[3]
+
+    def seg_offsets(self, segs, seg, nseg, total, group=None):
+        code = group.code if group else 1
+        segs[...] = self.h.call(15, [seg, nseg, total, code], [segs])[0]
 
     def fixed_base(self, scalars, n, table, chunk, nthreads, out, tmp):
         r = self.h.call(13, [n, chunk, nthreads], [scalars, table, out, tmp])
@@ -196,4 +206,14 @@ class HostMsmBackend:
 
     def g1(self, op: int, a: np.ndarray, b: np.ndarray, k: int = 0) -> np.ndarray:
         count = a.shape[0]
-        return self.h.call(2, [op, count, k], [a, b, np.zeros((count, 48), np.uint32)])[2]
+        return self.h.call(2, [op, count, k, 1], [a, b, np.zeros((count, 48), np.uint32)])[2]
+
+    def g2(self, op: int, a: np.ndarray, b: np.ndarray, k: int = 0) -> np.ndarray:
+        """G2 curve ops on XYZZ rows (count, 96) and affine (count, 48) or XYZZ b rows."""
+        count = a.shape[0]
+        return self.h.call(2, [op, count, k, 2], [a, b, np.zeros((count, 96), np.uint32)])[2]
+
+    def fp2(self, op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Fp2 ops (0 mul, 1 add, 2 sub, 3 sqr, 4 neg) on rows of 24 words."""
+        count = a.shape[0]
+        return self.h.call(9, [op, count], [a, b, np.zeros_like(a)])[2]
