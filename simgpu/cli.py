@@ -71,6 +71,21 @@ VramOpt = Annotated[
     typer.Option("--vram", help="VRAM per device, e.g. 16G, 24GiB (default: the profile's)"),
 ]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="cuzk-style TOML; flags override it")]
+CircuitOpt = Annotated[
+    str,
+    typer.Option(
+        "--circuit",
+        help="circuit family proved: generic (the shipped profiles') or porep (docs/circuits.md)",
+    ),
+]
+
+
+def _circuit(name: str) -> str:
+    from simgpu.prover.circuits import FAMILIES
+
+    if name not in FAMILIES:
+        raise UserError(f"--circuit: unknown circuit {name!r} (one of {', '.join(FAMILIES)})")
+    return name
 
 
 def _opt_size(value: str | None, what: str) -> int | None:
@@ -277,6 +292,7 @@ def run(
     retries: Annotated[int, typer.Option(help="re-queue a partition this often after an OOM")] = 0,
     max_gpu_queue_depth: Annotated[int, typer.Option(help="bound of the GPU queue (0 = unbounded)")] = 0,
     keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
+    circuit: CircuitOpt = "generic",
     seed: Annotated[int, typer.Option(help="witness seed")] = 0,
     json_out: Annotated[
         bool, typer.Option("--json", help="print the JSON document instead of the table")
@@ -305,7 +321,7 @@ def run(
         vram=_opt_size(vram, "--vram"),
     )
     dsg = resolve_design(design)
-    settings = _prover_settings(backend, cfg, b_g2_threads, resident_bases, keys_dir)
+    settings = _prover_settings(backend, cfg, b_g2_threads, resident_bases, keys_dir, circuit)
     console = Console(stderr=json_out)
     outcome = real_run(n, partitions, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
     doc = _real_document(outcome, dsg, backend, n, partitions, cfg)
@@ -330,11 +346,12 @@ def run(
 
 
 def _prover_settings(
-    backend: str, cfg: PipelineConfig, b_g2_threads: int, resident_bases: bool, keys_dir: Path
+    backend: str, cfg: PipelineConfig, b_g2_threads: int, resident_bases: bool, keys_dir: Path, circuit: str
 ) -> Any:
     from simgpu.real.executor import ProverSettings
 
     return ProverSettings(
+        circuit=_circuit(circuit),
         backend=backend,
         devices=cfg.devices,
         vram_limit=cfg.vram,
@@ -385,6 +402,7 @@ def validate(
     ] = None,
     runs: Annotated[int, typer.Option(help="Monte Carlo runs of the prediction")] = 5,
     keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
+    circuit: CircuitOpt = "generic",
     json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
 ) -> None:
     """Predict and run the same configuration; print them side by side."""
@@ -428,7 +446,7 @@ def validate(
             f"this run splits it over {b_g2_threads}, so expect that stage to differ",
             markup=False,
         )
-    settings = _prover_settings(backend, cfg, b_g2_threads, False, keys_dir)
+    settings = _prover_settings(backend, cfg, b_g2_threads, False, keys_dir, circuit)
     outcome = real_run(n, parts, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
     measured = _real_document(outcome, dsg, backend, n, parts, cfg)
     rows = compare(predicted, measured)
@@ -480,6 +498,7 @@ def calibrate(
     ] = B_G2_THREADS,
     vram: VramOpt = None,
     keys_dir: Annotated[Path, typer.Option(help="where trusted-setup keys are cached")] = Path("out/keys"),
+    circuit: CircuitOpt = "generic",
 ) -> None:
     """Measure the real prover over a ladder of sizes and write a fitted profile."""
     from simgpu.calibrate.build import calibrate as run_calibration
@@ -494,6 +513,7 @@ def calibrate(
         partition_workers=2,
         b_g2_threads=b_g2_threads,
         keys_dir=keys_dir,
+        circuit=_circuit(circuit),
     )
     console = Console()
     cn = None if contention_size is None else parse_count(contention_size, "--contention-size", 16)

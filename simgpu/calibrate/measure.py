@@ -99,11 +99,10 @@ def serialized_share(transfer: float, pickling: float) -> float:
 def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]) -> SizeRun:
     """Time every stage at size n (see the module docstring)."""
     from simgpu.prover import groth16
-    from simgpu.prover.circuits import CircuitSpec
     from simgpu.prover.memory_plan import ProverShape, prover_plan, stage_peak
     from simgpu.real.executor import ProverExecutor
 
-    spec = CircuitSpec(constraints=n)
+    spec = settings.spec(n)
     ex = ProverExecutor(spec, settings)
     run = SizeRun(n, setup_seconds=ex.setup_seconds)
     backend = ex.backends[0]
@@ -206,12 +205,12 @@ def measure_h2d(nbytes: int = 1 << 30) -> float | None:
     return gbps
 
 
-def _synth_task(spec_n: int, seed: int) -> float:
-    from simgpu.prover.circuits import CircuitSpec
+def _synth_task(circuit: str, spec_n: int, seed: int) -> float:
+    from simgpu.prover.circuits import circuit_spec
     from simgpu.prover.synthesis import synthesize
 
     t = time.perf_counter()
-    synthesize(CircuitSpec(constraints=spec_n), seed)
+    synthesize(circuit_spec(circuit, spec_n), seed)
     return time.perf_counter() - t
 
 
@@ -230,7 +229,6 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
     import multiprocessing
 
     from simgpu.prover import groth16
-    from simgpu.prover.circuits import CircuitSpec
     from simgpu.prover.synthesis import synthesize
     from simgpu.real.executor import ProverExecutor
 
@@ -240,11 +238,12 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
     ctx = multiprocessing.get_context("spawn")
     times: dict[int, float] = {}
     with ProcessPoolExecutor(max(ks), mp_context=ctx) as pool:
-        list(pool.map(_synth_task, [64] * max(ks), range(max(ks))))  # start the workers
+        circ = [settings.circuit] * max(ks)
+        list(pool.map(_synth_task, circ, [64] * max(ks), range(max(ks))))  # start the workers
         for k in ks:
-            times[k] = statistics.mean(pool.map(_synth_task, [n] * k, range(k)))
+            times[k] = statistics.mean(pool.map(_synth_task, circ[:k], [n] * k, range(k)))
             log(f"  {k} syntheses at once: {times[k]:.3f} s each")
-        spec = CircuitSpec(constraints=n)
+        spec = settings.spec(n)
         ex = ProverExecutor(spec, settings)
         try:
             synth = synthesize(spec, 7)
@@ -256,7 +255,7 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
             }
             for name, fn in fns.items():
                 _, alone = _timed(fn, lambda: None)
-                load = [pool.submit(_synth_task, n, 100 + i) for i in range(max(ks))]
+                load = [pool.submit(_synth_task, settings.circuit, n, 100 + i) for i in range(max(ks))]
                 time.sleep(0.2)  # let the load start
                 _, busy = _timed(fn, lambda: None)
                 for f in load:

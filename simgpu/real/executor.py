@@ -23,7 +23,7 @@ import numpy as np
 from simgpu.errors import OutOfMemory, SimgpuError, UserError
 from simgpu.profile import Resolved, profile_from_dict
 from simgpu.prover import B_G2_THREADS, groth16
-from simgpu.prover.circuits import CircuitSpec
+from simgpu.prover.circuits import FAMILIES, CircuitSpec, circuit_spec
 from simgpu.prover.g2pool import G2Pool
 from simgpu.prover.memory_plan import ProverShape, prover_plan, prover_profile_dict
 from simgpu.prover.setup import cached_keys, key_path
@@ -80,6 +80,11 @@ class ProverSettings:
     total_budget: int | None = None
     safety_margin: int = 2 << 30
     seed: int = 0
+    circuit: str = FAMILIES[0]  # the circuit family proved (simgpu.prover.circuits.circuit_spec)
+
+    def spec(self, constraints: int) -> CircuitSpec:
+        """The circuit of `constraints` rows these settings prove."""
+        return circuit_spec(self.circuit, constraints)
 
 
 class ProverExecutor:
