@@ -157,14 +157,14 @@ class CircuitSpec:
 
 def circuit_spec(circuit: str, constraints: int, seed: int = 0) -> CircuitSpec:
     """The spec a named circuit has at a size: "generic" (CircuitSpec's defaults) or
-    "porep" (PoRep's shape: POREP_* above; the public inputs capped at constraints / 64 so
-    that small sizes can be laid out)."""
+    "porep" (PoRep's shape: POREP_* above; the public inputs capped at constraints / 256,
+    so that small sizes still have room for their 1% of field rows)."""
     if circuit == "generic":
         return CircuitSpec(constraints=constraints, seed=seed)
     if circuit == "porep":
         return CircuitSpec(
             constraints=constraints,
-            public_inputs=min(POREP_PUBLIC_INPUTS, max(1, constraints // 64)),
+            public_inputs=min(POREP_PUBLIC_INPUTS, max(1, constraints // 256)),
             b_density=POREP_B_DENSITY,
             bool_fraction=POREP_BOOL_FRACTION,
             seed=seed,
