@@ -166,21 +166,26 @@ def _first_cols(r1cs: R1CS) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _draw_bits(r1cs: R1CS, rng: np.random.Generator, first_defined: int) -> np.ndarray:
-    """Every bit's value (one per variable, 0 elsewhere), row by row in Python: BITs are
-    coin flips (drawn at once, in row order), AND/XOR combine two earlier bits."""
+    """Every bit's value (int64, one per variable, 0 elsewhere): BITs are coin flips (drawn
+    at once, in row order), AND/XOR combine two earlier bits.  In the generic family the
+    operands are BITs, so one vectorised pass per kind suffices (the code synthesis had
+    before the compiled path); porep's chains read derived bits, so it goes row by row."""
     lay = r1cs.layout
     kinds = r1cs.kinds[: lay.defined_rows]
     a_first, b_first = _first_cols(r1cs)
-    bits = [0] * lay.num_vars
-    flips = iter(rng.integers(0, 2, size=int(np.count_nonzero(kinds == BIT))).tolist())
-    for row in np.flatnonzero(kinds <= XOR).tolist():
-        kind, v = kinds[row], first_defined + row
-        if kind == BIT:
-            bits[v] = next(flips)
-        else:
-            x, y = bits[a_first[row]], bits[b_first[row]]
-            bits[v] = x & y if kind == AND else x ^ y
-    return np.array(bits, dtype=np.int64)
+    bits = np.zeros(lay.num_vars, np.int64)
+    rows = np.flatnonzero(kinds == BIT)
+    bits[first_defined + rows] = rng.integers(0, 2, size=len(rows))
+    if r1cs.spec.family == "generic":
+        for kind, op in ((AND, np.bitwise_and), (XOR, np.bitwise_xor)):
+            rows = np.flatnonzero(kinds == kind)
+            bits[first_defined + rows] = op(bits[a_first[rows]], bits[b_first[rows]])
+        return bits
+    values = bits.tolist()
+    for row in np.flatnonzero((kinds == AND) | (kinds == XOR)).tolist():
+        x, y = values[a_first[row]], values[b_first[row]]
+        values[first_defined + row] = x & y if kinds[row] == AND else x ^ y
+    return np.array(values, dtype=np.int64)
 
 
 def _witness_reference(spec: CircuitSpec, partition_seed: int, corrupt: int | None) -> tuple[list[int], int]:
