@@ -73,9 +73,10 @@ def test_products_at_the_edges_of_the_field() -> None:
     b_cols = np.array([y for _, y in pairs], np.int32)
     kinds = np.full(len(pairs), MUL, np.uint8)
     empty = np.zeros((0, 8), np.uint32)
-    buf = np.empty((native.BLOCK * 2, 8), np.uint64)
+    buf = np.empty((native.BLOCK * 2, 4), np.uint64)
     ones = np.ones(len(pairs), np.int32)
-    native.field_rows(rows, n0, indptr, a_cols, ones, kinds, indptr, b_cols, z, empty, empty, empty, buf)
+    wide = [x.view(np.uint64) for x in (z, empty, empty, empty)]
+    native.field_rows(rows, n0, indptr, a_cols, ones, kinds, indptr, b_cols, *wide, buf)
     got = limbs_to_ints(z[n0:])
     assert got == [values[x] * values[y] % R_ORDER for x, y in pairs]
 
@@ -96,7 +97,7 @@ def test_linear_combinations_at_the_edges() -> None:
     cols = np.array([c for r in rows for c, _ in r], np.int32)
     coefs = np.array([k for r in rows for _, k in r], np.int32)
     out = np.zeros((len(rows), 8), np.uint32)
-    native.evaluate_rows(indptr, cols, coefs, z, out)
+    native.evaluate_rows(indptr, cols, coefs, z.view(np.uint64), out.view(np.uint64))
     assert limbs_to_ints(out) == [sum(k * values[c] for c, k in r) % R_ORDER for r in rows]
 
 

@@ -1,22 +1,23 @@
-"""The host stages' inner loops in machine code: Fr arithmetic over 32-bit limbs, compiled by numba.
+"""The host stages' inner loops in machine code: Fr arithmetic over 64-bit limbs, compiled by numba.
 
 Witness synthesis, the a, b, c evaluation and prep's split of the MSM scalars are loops over
 millions of rows of field elements; in pure Python they cost microseconds a row and hold the
 interpreter lock.  Here each is one numba function (`nogil=True`): a call releases the lock
 for its whole length, so a driver thread running prep never stalls another thread's CUDA
-launches, and a synthesis worker runs at tens of nanoseconds a constraint.
+launches, and a synthesis worker spends tens of nanoseconds a constraint on arithmetic.
 
 Field elements are what the rest of the prover uses: uint32 (k, 8) little-endian limbs in
-standard form (not Montgomery).  Inside, limbs are widened to uint64 so that a 32x32-bit
-product plus 32-bit sums never overflows.  A product x * y mod r is two Montgomery
-multiplications, x * y / 2^256 and then that times 2^512 mod r.  A linear combination is
-summed in full (up to 17 limbs) and reduced by a quotient estimate from its top 64 bits when
-it is small (sums of a few terms with 16-bit coefficients, the circuits' LIN rows), else by
-Montgomery reduction followed by the same correction.
+standard form (not Montgomery).  The arithmetic reads the same bytes as uint64 (k, 4) (a
+zero-copy view) and multiplies 64 x 64 -> 128 bits through `_mac`, a four-line LLVM
+intrinsic (numba has no 128-bit integers; LLVM compiles it to one multiply-with-high-half).
+A product x * y mod r is two Montgomery multiplications (CIOS): x * y / 2^256, then that
+times 2^512 mod r.  A linear combination is summed in full (up to 6 limbs) and reduced by a
+quotient estimate from its top 64 bits when it is below 2^286 (a few terms with 16-bit
+coefficients, the circuits' LIN rows), else by Montgomery reduction and the same correction.
 
 Compiled code is cached on disk (numba's `cache=True`: beside this file, or in the user's
 cache directory when the package directory is read-only); where no cache location is
-writable, functions compile at first call in each process instead (about a second).
+writable, functions compile at the first call in each process instead (seconds).
 """
 
 from __future__ import annotations
@@ -26,26 +27,28 @@ from typing import Any
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from simgpu.gpu.bls12_381 import FR
 from simgpu.prover.circuits import AND, BIT, MUL, XOR
 
-_LIMBS = FR.limbs
-_MASK = np.uint64(0xFFFFFFFF)
-_SHIFT = np.uint64(32)
+_WORDS = FR.limbs  # 32-bit words of an element, as stored
+_LIMBS = 4  # 64-bit limbs, as computed
+_M64 = (1 << 64) - 1
 _ZERO = np.uint64(0)
 _ONE = np.uint64(1)
-_BASE = np.uint64(1 << 32)
-#: r, 2^512 mod r and -r^-1 mod 2^32, as uint64 limbs (numba freezes global arrays as constants).
-_P = np.array(FR.limbs_of(FR.modulus), dtype=np.uint64)
-_R2 = np.array(FR.limbs_of(FR.R2), dtype=np.uint64)
-_INV = np.uint64(FR.inv32)
-#: floor(r / 2^224) + 1: dividing a value's top 64 bits by it never over-estimates value // r.
-_R_HI1 = np.uint64((FR.modulus >> 224) + 1)
-#: A sum whose limb 8 is below this (and limbs 9.. zero) takes the quotient-estimate path.
+#: r, 2^512 mod r (limbs) and -r^-1 mod 2^64, as compile-time constants.
+_P0, _P1, _P2, _P3 = (np.uint64((FR.modulus >> (64 * i)) & _M64) for i in range(_LIMBS))
+_R2_0, _R2_1, _R2_2, _R2_3 = (np.uint64((FR.R2 >> (64 * i)) & _M64) for i in range(_LIMBS))
+_INV = np.uint64((-pow(FR.modulus, -1, 1 << 64)) % (1 << 64))
+#: floor(r / 2^222) + 1: dividing a value's bits 222..285 by it never over-estimates value // r.
+_R_HI1 = np.uint64((FR.modulus >> 222) + 1)
+_S30 = np.uint64(222 - 192)  # that window starts 30 bits into limb 3
+_S34 = np.uint64(64 - 30)
+#: A sum below 2^(256 + 30) (limb 4 below 2^30, limb 5 zero) takes the quotient estimate.
 _NARROW = np.uint64(1 << 30)
-#: Scratch limbs of an unreduced value: a full product (16) and its REDC carry (1).
-WIDE = 2 * _LIMBS + 1
 
 #: Field rows per block of field_rows (their operands are gathered together).
 BLOCK = 64
@@ -62,211 +65,154 @@ def _jit(fn: Callable[..., Any]) -> Callable[..., Any]:
         return numba.njit(nogil=True)(fn)
 
 
-# --- limb arithmetic (inlined into the kernels below) ----------------------------------------
+@intrinsic
+def _mac(typingctx: Any, a: Any, b: Any, c: Any, d: Any) -> Any:
+    """(a * b + c + d) as its (low, high) 64-bit halves: never more than 128 bits."""
+    sig = types.UniTuple(types.uint64, 2)(types.uint64, types.uint64, types.uint64, types.uint64)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        wide = ir.IntType(128)
+        x, y, u, v = (builder.zext(arg, wide) for arg in args)
+        total = builder.add(builder.add(builder.mul(x, y), u), v)
+        low = builder.trunc(total, ir.IntType(64))
+        high = builder.trunc(builder.lshr(total, ir.Constant(wide, 64)), ir.IntType(64))
+        return context.make_tuple(builder, signature.return_type, [low, high])
+
+    return sig, codegen
+
+
+# --- limb arithmetic (compiled into the kernels below) -----------------------------------------
+#
+# Elements travel as four uint64 scalars (little-endian), never as arrays, so that the
+# compiler keeps them in registers and inlines these helpers into the loops.
 
 
 @_jit
-def _geq_p(t: np.ndarray, off: int) -> bool:
-    """t[off:off+8] >= r, t[off+8] being a ninth limb (0 or 1 after a REDC)."""
-    if t[off + _LIMBS] != _ZERO:
-        return True
-    for j in range(_LIMBS - 1, -1, -1):
-        if t[off + j] != _P[j]:
-            return t[off + j] > _P[j]
-    return True
+def _sub_borrow(a: np.uint64, b: np.uint64, borrow: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """(a - b - borrow mod 2^64, the borrow out)."""
+    return a - b - borrow, _ONE if a < b or a - b < borrow else _ZERO
 
 
 @_jit
-def _sub_p(t: np.ndarray, off: int) -> None:
-    """t[off:off+9] -= r (t >= r)."""
-    borrow = _ZERO
-    for j in range(_LIMBS + 1):
-        p = _P[j] if j < _LIMBS else _ZERO
-        d = t[off + j] + _BASE - p - borrow  # in [0, 2^33): no wrap-around
-        t[off + j] = d & _MASK
-        borrow = _ONE - (d >> _SHIFT)
+def _reduce_once(t0: Any, t1: Any, t2: Any, t3: Any, t4: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """(t0..t4) - r if that is not negative, else (t0..t4) (t4: a fifth limb)."""
+    d0, br = _sub_borrow(t0, _P0, _ZERO)
+    d1, br = _sub_borrow(t1, _P1, br)
+    d2, br = _sub_borrow(t2, _P2, br)
+    d3, br = _sub_borrow(t3, _P3, br)
+    d4, br = _sub_borrow(t4, _ZERO, br)
+    if br != _ZERO:
+        return t0, t1, t2, t3, t4
+    return d0, d1, d2, d3, d4
 
 
 @_jit
-def _redc(t: np.ndarray) -> None:
-    """t (17 limbs, value T < r * 2^256) -> t[8:17] = T / 2^256 mod r, fully reduced."""
-    for i in range(_LIMBS):
-        m = (t[i] * _INV) & _MASK  # makes limb i vanish: T + m r 2^(32 i) = 0 mod 2^(32 (i+1))
-        carry = _ZERO
-        for j in range(_LIMBS):
-            s = t[i + j] + m * _P[j] + carry
-            t[i + j] = s & _MASK
-            carry = s >> _SHIFT
-        k = i + _LIMBS
-        while carry != _ZERO and k < WIDE:
-            s = t[k] + carry
-            t[k] = s & _MASK
-            carry = s >> _SHIFT
-            k += 1
-    while _geq_p(t, _LIMBS):
-        _sub_p(t, _LIMBS)
+def _cios_round(t0: Any, t1: Any, t2: Any, t3: Any, t4: Any, x0: Any, x1: Any, x2: Any, x3: Any, yi: Any):
+    """One round of Montgomery multiplication (CIOS): (t + x yi + m r) / 2^64, m making the
+    lowest limb vanish.  t < 2r and x < 2r keep every round below 2r + x < 2^257."""
+    t0, c = _mac(x0, yi, t0, _ZERO)
+    t1, c = _mac(x1, yi, t1, c)
+    t2, c = _mac(x2, yi, t2, c)
+    t3, c = _mac(x3, yi, t3, c)
+    t4, t5 = _mac(_ONE, t4, c, _ZERO)
+    m = t0 * _INV  # mod 2^64: t + m r is 0 mod 2^64
+    _, c = _mac(m, _P0, t0, _ZERO)
+    t0, c = _mac(m, _P1, t1, c)
+    t1, c = _mac(m, _P2, t2, c)
+    t2, c = _mac(m, _P3, t3, c)
+    t3, h = _mac(_ONE, t4, c, _ZERO)
+    return t0, t1, t2, t3, t5 + h
 
 
 @_jit
-def _mul_wide(x: np.ndarray, xo: int, y: np.ndarray, yo: int, t: np.ndarray) -> None:
-    """t = x[xo:xo+8] * y[yo:yo+8] in full (16 limbs; t[16] = 0), schoolbook."""
-    for k in range(WIDE):
-        t[k] = _ZERO
-    for i in range(_LIMBS):
-        yi = y[yo + i]
-        carry = _ZERO
-        for j in range(_LIMBS):
-            s = t[i + j] + x[xo + j] * yi + carry
-            t[i + j] = s & _MASK
-            carry = s >> _SHIFT
-        t[i + _LIMBS] = carry
+def _mont(x0: Any, x1: Any, x2: Any, x3: Any, y0: Any, y1: Any, y2: Any, y3: Any):
+    """x y / 2^256 mod r, below 2r (x y < r 2^256), as four limbs (2r < 2^256)."""
+    t = _cios_round(_ZERO, _ZERO, _ZERO, _ZERO, _ZERO, x0, x1, x2, x3, y0)
+    t = _cios_round(t[0], t[1], t[2], t[3], t[4], x0, x1, x2, x3, y1)
+    t = _cios_round(t[0], t[1], t[2], t[3], t[4], x0, x1, x2, x3, y2)
+    t = _cios_round(t[0], t[1], t[2], t[3], t[4], x0, x1, x2, x3, y3)
+    return t[0], t[1], t[2], t[3]
 
 
 @_jit
-def _mont(x: np.ndarray, y: np.ndarray, m: np.ndarray, out: np.ndarray) -> None:
-    """out[0:9] = x * y / 2^256 mod r, below 2r (x * y < r * 2^256; 8 limbs each).
-
-    Product scanning: a column's 32x32-bit products are summed as separate low and high
-    halves, so they do not wait on each other's carries, and the Montgomery digits m_i are
-    found column by column (finely integrated product scanning)."""
-    lo = _ZERO
-    hi = _ZERO
-    for i in range(_LIMBS):
-        for j in range(i + 1):
-            p = x[j] * y[i - j]
-            lo += p & _MASK
-            hi += p >> _SHIFT
-        for j in range(i):
-            p = m[j] * _P[i - j]
-            lo += p & _MASK
-            hi += p >> _SHIFT
-        mi = ((lo & _MASK) * _INV) & _MASK  # makes this column's low 32 bits vanish
-        m[i] = mi
-        p = mi * _P[0]
-        lo += p & _MASK
-        hi += p >> _SHIFT
-        lo = hi + (lo >> _SHIFT)
-        hi = _ZERO
-    for i in range(_LIMBS, 2 * _LIMBS - 1):
-        for j in range(i - _LIMBS + 1, _LIMBS):
-            p = x[j] * y[i - j]
-            lo += p & _MASK
-            hi += p >> _SHIFT
-            p = m[j] * _P[i - j]
-            lo += p & _MASK
-            hi += p >> _SHIFT
-        out[i - _LIMBS] = lo & _MASK
-        lo = hi + (lo >> _SHIFT)
-        hi = _ZERO
-    out[_LIMBS - 1] = lo & _MASK
-    out[_LIMBS] = lo >> _SHIFT
+def _mul_mod(x0: Any, x1: Any, x2: Any, x3: Any, y0: Any, y1: Any, y2: Any, y3: Any):
+    """x y mod r (x, y < r): x y / 2^256, then times 2^512 / 2^256."""
+    w = _mont(x0, x1, x2, x3, y0, y1, y2, y3)
+    v = _mont(w[0], w[1], w[2], w[3], _R2_0, _R2_1, _R2_2, _R2_3)
+    v = _reduce_once(v[0], v[1], v[2], v[3], _ZERO)
+    return v[0], v[1], v[2], v[3]
 
 
 @_jit
-def _mul_mod(x: np.ndarray, y: np.ndarray, m: np.ndarray, w: np.ndarray, out: np.ndarray, row: int) -> None:
-    """out[row] = x * y mod r (x, y < r as uint64 limbs; m: 8, w: 9 limbs of scratch)."""
-    _mont(x, y, m, w)  # x y / 2^256, below 2r
-    _mont(w, _R2, m, y)  # (x y / 2^256) 2^512 / 2^256 = x y, below 2r (y is free now)
-    if _geq_p(y, 0):
-        _sub_p(y, 0)
-    for j in range(_LIMBS):
-        out[row, j] = y[j]
-
-
-@_jit
-def _reduce_narrow(t: np.ndarray) -> None:
-    """t[0:9] = T mod r for T < 2^286 in t (limbs 9.. zero): subtract q r for q estimated from
-    the top 64 bits (q <= T // r, short of it by at most 3), then r while T >= r."""
-    q = (t[_LIMBS - 1] | (t[_LIMBS] << _SHIFT)) // _R_HI1  # < 2^32
-    carry = _ZERO
-    borrow = _ZERO
-    for j in range(_LIMBS):
-        p = q * _P[j] + carry
-        carry = p >> _SHIFT
-        d = t[j] + _BASE - (p & _MASK) - borrow
-        t[j] = d & _MASK
-        borrow = _ONE - (d >> _SHIFT)
-    t[_LIMBS] = (t[_LIMBS] + _BASE - carry - borrow) & _MASK  # q r <= T: no borrow out
-    while _geq_p(t, 0):
-        _sub_p(t, 0)
-
-
-@_jit
-def _reduce_wide(t: np.ndarray, u: np.ndarray, out: np.ndarray, row: int) -> None:
-    """out[row] = T mod r for the value T < r * 2^256 in t (clobbers t and u)."""
-    _redc(t)  # T / 2^256
-    for j in range(_LIMBS):
-        u[j] = t[_LIMBS + j]
-    _mul_wide(u, 0, _R2, 0, t)  # (T / 2^256) * 2^512
-    _redc(t)  # ... / 2^256 = T
-    for j in range(_LIMBS):
-        out[row, j] = t[_LIMBS + j]
-
-
-@_jit
-def _accumulate(t: np.ndarray, z: np.ndarray, col: int, coef: int) -> None:
-    """t += |coef| * z[col], or |coef| * (r - z[col]) for a negative coef (z[col] != 0);
-    z is the assignment or a buffer of gathered rows."""
-    nonzero = False
-    for j in range(_LIMBS):
-        if z[col, j] != 0:
-            nonzero = True
-            break
-    if not nonzero:
-        return
+def _add_term(t: Any, v0: Any, v1: Any, v2: Any, v3: Any, coef: Any):
+    """t + |coef| v, or + |coef| (r - v) for a negative coef (v != 0): t is 6 limbs."""
+    if coef < 0:  # r - v (v != 0, so it is below r)
+        v0, br = _sub_borrow(_P0, v0, _ZERO)
+        v1, br = _sub_borrow(_P1, v1, br)
+        v2, br = _sub_borrow(_P2, v2, br)
+        v3, br = _sub_borrow(_P3, v3, br)
     c = np.uint64(coef if coef > 0 else -coef)
-    carry = _ZERO
-    borrow = _ZERO
-    for j in range(_LIMBS):
-        v = np.uint64(z[col, j])
-        if coef < 0:  # the limb of r - z, with its borrow (z != 0, so r - z < r)
-            d = _P[j] + _BASE - v - borrow
-            v = d & _MASK
-            borrow = _ONE - (d >> _SHIFT)
-        s = t[j] + v * c + carry  # c < 2^31, so this never overflows 64 bits
-        t[j] = s & _MASK
-        carry = s >> _SHIFT
-    k = _LIMBS
-    while carry != _ZERO and k < WIDE:
-        s = t[k] + carry
-        t[k] = s & _MASK
-        carry = s >> _SHIFT
-        k += 1
+    t0, k = _mac(v0, c, t[0], _ZERO)  # c < 2^31: every partial sum fits 128 bits
+    t1, k = _mac(v1, c, t[1], k)
+    t2, k = _mac(v2, c, t[2], k)
+    t3, k = _mac(v3, c, t[3], k)
+    t4, k = _mac(_ONE, t[4], k, _ZERO)
+    return t0, t1, t2, t3, t4, t[5] + k
 
 
 @_jit
-def _store_sum(t: np.ndarray, u: np.ndarray, out: np.ndarray, row: int) -> None:
-    """out[row] = the accumulated value in t mod r (clobbers t and u)."""
-    for k in range(_LIMBS + 1, WIDE):
-        if t[k] != _ZERO:
-            _reduce_wide(t, u, out, row)
-            return
-    if t[_LIMBS] >= _NARROW:
-        _reduce_wide(t, u, out, row)
-        return
-    _reduce_narrow(t)
-    for j in range(_LIMBS):
-        out[row, j] = t[j]
+def _redc_round(t: Any):
+    """(t + m r) / 2^64 for the 6-limb t, m making the lowest limb vanish."""
+    m = t[0] * _INV
+    _, c = _mac(m, _P0, t[0], _ZERO)
+    t0, c = _mac(m, _P1, t[1], c)
+    t1, c = _mac(m, _P2, t[2], c)
+    t2, c = _mac(m, _P3, t[3], c)
+    t3, c = _mac(_ONE, t[4], c, _ZERO)
+    t4, c = _mac(_ONE, t[5], c, _ZERO)
+    return t0, t1, t2, t3, t4, c
 
 
-# --- synthesis ---------------------------------------------------------------------------------
+@_jit
+def _reduce_sum(t: Any):
+    """T mod r for the 6-limb sum T.  Below 2^286 (the circuits' LIN rows): subtract q r for
+    q estimated from bits 222..285 (never above T // r, short by at most 2), then r while
+    T >= r.  Else: T / 2^256 by four Montgomery rounds (T < 2^384 < r 2^256), times 2^512 /
+    2^256."""
+    if t[5] == _ZERO and t[4] < _NARROW:
+        q = ((t[4] << _S34) | (t[3] >> _S30)) // _R_HI1  # below 2^32
+        p0, k = _mac(q, _P0, _ZERO, _ZERO)
+        p1, k = _mac(q, _P1, k, _ZERO)
+        p2, k = _mac(q, _P2, k, _ZERO)
+        p3, k = _mac(q, _P3, k, _ZERO)
+        t0, br = _sub_borrow(t[0], p0, _ZERO)
+        t1, br = _sub_borrow(t[1], p1, br)
+        t2, br = _sub_borrow(t[2], p2, br)
+        t3, br = _sub_borrow(t[3], p3, br)
+        t4, br = _sub_borrow(t[4], k, br)  # q r <= T: no borrow out
+        v = (t0, t1, t2, t3, t4)
+        for _ in range(3):
+            v = _reduce_once(v[0], v[1], v[2], v[3], v[4])
+        return v[0], v[1], v[2], v[3]
+    for _ in range(_LIMBS):
+        t = _redc_round(t)  # below T / 2^256 + r < 2^128 + r
+    w = _mont(t[0], t[1], t[2], t[3], _R2_0, _R2_1, _R2_2, _R2_3)
+    w = _reduce_once(w[0], w[1], w[2], w[3], _ZERO)
+    return w[0], w[1], w[2], w[3]
+
+
+@_jit
+def _store(out: np.ndarray, row: int, v: Any) -> None:
+    out[row, 0], out[row, 1], out[row, 2], out[row, 3] = v[0], v[1], v[2], v[3]
 
 
 @_jit
 def _copy_row(src: np.ndarray, i: int, dst: np.ndarray, row: int) -> None:
-    for j in range(_LIMBS):
+    for j in range(src.shape[1]):
         dst[row, j] = src[i, j]
 
 
-@_jit
-def _load(buf: np.ndarray, k: int, z: np.ndarray, var: int, gathered: bool, dst: np.ndarray) -> None:
-    """dst = the operand z[var]: its gathered copy buf[k], or z itself if defined since."""
-    if gathered:
-        for j in range(_LIMBS):
-            dst[j] = buf[k, j]
-    else:
-        for j in range(_LIMBS):
-            dst[j] = z[var, j]
+# --- synthesis ---------------------------------------------------------------------------------
 
 
 @_jit
@@ -341,19 +287,14 @@ def field_rows(
         MUL  x * y = v                 z[v] = z[x] z[y];  a, b, c = z[x], z[y], z[v]
         LIN  (sum c_i x_i) * ONE = v   z[v] = sum c_i z[x_i];  a, b, c = z[v], 1, z[v]
 
-    a, b, c (uint32 (N, 8)) get those rows' evaluations, unless they have no rows.
+    z, a, b, c are uint64 (rows, 4) views of the elements; a, b, c get those rows'
+    evaluations, unless they have no rows.
 
     Blocks of rows go in two steps: gather every operand of the block into buf (uint64,
-    at least BLOCK x (most A entries + 1) rows), then compute.  The operands are random
+    at least BLOCK x (most A entries + 1) rows of 4), then compute.  The operands are random
     earlier variables, so most reads miss the cache; issued back to back the CPU overlaps
     them, while between two multiplications it could not.  An operand defined inside the
-    block is read from z at compute time (its gathered copy predates it)."""
-    t = np.zeros(WIDE, np.uint64)
-    u = np.zeros(_LIMBS, np.uint64)
-    x = np.zeros(_LIMBS, np.uint64)
-    y = np.zeros(_LIMBS + 1, np.uint64)
-    m = np.zeros(_LIMBS, np.uint64)
-    w = np.zeros(_LIMBS + 1, np.uint64)
+    block is copied again at compute time (its gathered copy predates it)."""
     abc = a.shape[0] > 0
     for b0 in range(0, rows.shape[0], BLOCK):
         b1 = min(b0 + BLOCK, rows.shape[0])
@@ -374,30 +315,33 @@ def field_rows(
             e0, e1 = a_indptr[row], a_indptr[row + 1]
             if kinds[row] == MUL:
                 xc, yc = a_cols[e0], b_cols[b_indptr[row]]
-                _load(buf, k, z, xc, xc < v_first, x)
-                _load(buf, k + 1, z, yc, yc < v_first, y)
+                if xc >= v_first:
+                    _copy_row(z, xc, buf, k)
+                if yc >= v_first:
+                    _copy_row(z, yc, buf, k + 1)
+                x0, x1, x2, x3 = buf[k, 0], buf[k, 1], buf[k, 2], buf[k, 3]
+                y0, y1, y2, y3 = buf[k + 1, 0], buf[k + 1, 1], buf[k + 1, 2], buf[k + 1, 3]
+                r = _mul_mod(x0, x1, x2, x3, y0, y1, y2, y3)
+                _store(z, v, r)
+                if abc:
+                    _store(a, row, (x0, x1, x2, x3))
+                    _store(b, row, (y0, y1, y2, y3))
+                    _store(c, row, r)
                 k += 2
-                if abc:
-                    for j in range(_LIMBS):
-                        a[row, j] = x[j]
-                        b[row, j] = y[j]
-                _mul_mod(x, y, m, w, z, v)
-                if abc:
-                    _copy_row(z, v, c, row)
             else:
-                for q in range(WIDE):
-                    t[q] = _ZERO
+                t = (_ZERO, _ZERO, _ZERO, _ZERO, _ZERO, _ZERO)
                 for e in range(e0, e1):
-                    if a_cols[e] < v_first:
-                        _accumulate(t, buf, k, a_coefs[e])
-                    else:
-                        _accumulate(t, z, a_cols[e], a_coefs[e])
+                    if a_cols[e] >= v_first:
+                        _copy_row(z, a_cols[e], buf, k)
+                    if buf[k, 0] | buf[k, 1] | buf[k, 2] | buf[k, 3]:
+                        t = _add_term(t, buf[k, 0], buf[k, 1], buf[k, 2], buf[k, 3], a_coefs[e])
                     k += 1
-                _store_sum(t, u, z, v)
+                r = _reduce_sum(t)
+                _store(z, v, r)
                 if abc:
-                    _copy_row(z, v, a, row)
+                    _store(a, row, r)
                     b[row, 0] = 1
-                    _copy_row(z, v, c, row)
+                    _store(c, row, r)
 
 
 @_jit
@@ -405,19 +349,20 @@ def evaluate_rows(
     indptr: np.ndarray, cols: np.ndarray, coefs: np.ndarray, z: np.ndarray, out: np.ndarray
 ) -> None:
     """out[j] = <M_j, z> mod r for every row j of the CSR matrix M, summed through the matrix
-    (synthesis of a corrupted witness; tests); out's rows past M's are left alone."""
-    t = np.zeros(WIDE, np.uint64)
-    u = np.zeros(_LIMBS, np.uint64)
+    (synthesis of a corrupted witness; tests); z and out are uint64 (rows, 4) views, out's
+    rows past M's are left alone.  A row's coefficients must sum, in magnitude, below 2^63
+    (the 6-limb sum then stays below 2^382)."""
     for row in range(indptr.shape[0] - 1):
         s, e = indptr[row], indptr[row + 1]
         if e == s + 1 and coefs[s] == 1:
             _copy_row(z, cols[s], out, row)
             continue
-        for k in range(WIDE):
-            t[k] = _ZERO
+        t = (_ZERO, _ZERO, _ZERO, _ZERO, _ZERO, _ZERO)
         for i in range(s, e):
-            _accumulate(t, z, cols[i], coefs[i])
-        _store_sum(t, u, out, row)
+            col = cols[i]
+            if z[col, 0] | z[col, 1] | z[col, 2] | z[col, 3]:
+                t = _add_term(t, z[col, 0], z[col, 1], z[col, 2], z[col, 3], coefs[i])
+        _store(out, row, _reduce_sum(t))
 
 
 # --- prep ---------------------------------------------------------------------------------------
@@ -426,7 +371,7 @@ def evaluate_rows(
 @_jit
 def _row_class(src: np.ndarray, i: int) -> int:
     """Class of the field element src[i]: zero, one or a tail."""
-    for j in range(1, _LIMBS):
+    for j in range(1, _WORDS):
         if src[i, j] != 0:
             return CLASS_TAIL
     if src[i, 0] == 0:
@@ -458,7 +403,7 @@ def split_query(
             n_tail += 1
     ones = np.empty(n_one, np.int64)
     tails = np.empty(n_tail, np.int64)
-    scalars = np.empty((n_tail, _LIMBS), np.uint32)
+    scalars = np.empty((n_tail, _WORDS), np.uint32)
     io = 0
     it = 0
     for p in range(n):
@@ -469,7 +414,7 @@ def split_query(
         elif c == CLASS_TAIL:
             tails[it] = p
             var = n_in + p if dense else np.int64(index[p])
-            for j in range(_LIMBS):
+            for j in range(_WORDS):
                 scalars[it, j] = inputs[var, j] if var < n_in else aux[var - n_in, j]
             it += 1
     return ones, tails, scalars

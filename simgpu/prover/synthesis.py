@@ -251,8 +251,9 @@ def _assign(spec: CircuitSpec, partition_seed: int, abc: list[np.ndarray] | None
     native.bit_rows(kinds, first_defined, A.indptr, A.cols, B.indptr, B.cols, flips, z, *abc)
     rows = np.flatnonzero(kinds >= MUL)
     widest = int(np.diff(A.indptr)[rows].max(initial=0))
-    buf = np.empty((native.BLOCK * (widest + 1), FR_WORDS), np.uint64)
-    native.field_rows(rows, first_defined, A.indptr, A.cols, A.coefs, kinds, B.indptr, B.cols, z, *abc, buf)
+    buf = np.empty((native.BLOCK * (widest + 1), 4), np.uint64)
+    wide = [x.view(np.uint64) for x in (z, *abc)]  # the same bytes as 4 limbs of 64 bits
+    native.field_rows(rows, first_defined, A.indptr, A.cols, A.coefs, kinds, B.indptr, B.cols, *wide, buf)
     return z
 
 
@@ -288,7 +289,7 @@ def synthesize(spec: CircuitSpec, partition_seed: int, corrupt: int | None = Non
     else:
         z = witness(spec, partition_seed, corrupt)
         for m, out in zip((r1cs.A, r1cs.B, r1cs.C), abc, strict=True):
-            native.evaluate_rows(m.indptr, m.cols, m.coefs, z, out)
+            native.evaluate_rows(m.indptr, m.cols, m.coefs, z.view(np.uint64), out.view(np.uint64))
     n_in = lay.num_inputs
     return Synthesized(
         spec=spec,
