@@ -73,10 +73,10 @@ def test_products_at_the_edges_of_the_field() -> None:
     b_cols = np.array([y for _, y in pairs], np.int32)
     kinds = np.full(len(pairs), MUL, np.uint8)
     empty = np.zeros((0, 8), np.uint32)
-    buf = np.empty((native.BLOCK * 2, 4), np.uint64)
     ones = np.ones(len(pairs), np.int32)
+    start, ops, coefs = native.field_program(rows, indptr, a_cols, ones, kinds, indptr, b_cols)
     wide = [x.view(np.uint64) for x in (z, empty, empty, empty)]
-    native.field_rows(rows, n0, indptr, a_cols, ones, kinds, indptr, b_cols, *wide, buf)
+    native.field_rows(rows, n0, kinds, start, ops, coefs, *wide)
     got = limbs_to_ints(z[n0:])
     assert got == [values[x] * values[y] % R_ORDER for x, y in pairs]
 

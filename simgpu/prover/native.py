@@ -29,6 +29,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from simgpu.gpu.bls12_381 import FR
@@ -50,8 +51,9 @@ _S34 = np.uint64(64 - 30)
 #: A sum below 2^(256 + 30) (limb 4 below 2^30, limb 5 zero) takes the quotient estimate.
 _NARROW = np.uint64(1 << 30)
 
-#: Field rows per block of field_rows (their operands are gathered together).
-BLOCK = 64
+#: How many field rows ahead field_rows asks the cache for operands (a row takes about
+#: 100 ns; a miss, 100-300).
+AHEAD = 16
 
 #: Classes of a scalar in prep's split (as supraseal splits its MSMs).
 CLASS_ZERO, CLASS_ONE, CLASS_TAIL = 0, 1, 2
@@ -77,6 +79,28 @@ def _mac(typingctx: Any, a: Any, b: Any, c: Any, d: Any) -> Any:
         low = builder.trunc(total, ir.IntType(64))
         high = builder.trunc(builder.lshr(total, ir.Constant(wide, 64)), ir.IntType(64))
         return context.make_tuple(builder, signature.return_type, [low, high])
+
+    return sig, codegen
+
+
+@intrinsic
+def _prefetch(typingctx: Any, arr: Any, row: Any) -> Any:
+    """Ask the cache for row `row` of the 2-d array arr, without waiting for it (LLVM's
+    prefetch: read, keep in all cache levels)."""
+    sig = types.void(arr, row)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        zero = context.get_constant(types.intp, 0)
+        index = context.cast(builder, args[1], signature.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [index, zero])
+        byte_ptr = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32])
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [byte_ptr], fnty)
+        builder.call(fn, [builder.bitcast(ptr, byte_ptr), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
 
     return sig, codegen
 
@@ -265,20 +289,50 @@ def bit_rows(
 
 
 @_jit
-def field_rows(
+def field_program(
     rows: np.ndarray,
-    first_defined: int,
     a_indptr: np.ndarray,
     a_cols: np.ndarray,
     a_coefs: np.ndarray,
     kinds: np.ndarray,
     b_indptr: np.ndarray,
     b_cols: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The operands of the field rows `rows` as one flat list, for field_rows: row i's are
+    ops[start[i]:start[i+1]], its A entries (coefficients in coefs) and, for a MUL, then its
+    B operand.  It depends on the circuit alone, so a worker makes it once."""
+    n = rows.shape[0]
+    start = np.empty(n + 1, np.int64)
+    start[0] = 0
+    for i in range(n):
+        row = rows[i]
+        start[i + 1] = start[i] + a_indptr[row + 1] - a_indptr[row] + (1 if kinds[row] == MUL else 0)
+    ops = np.empty(start[n], np.int64)
+    coefs = np.ones(start[n], np.int64)
+    for i in range(n):
+        row = rows[i]
+        k = start[i]
+        for e in range(a_indptr[row], a_indptr[row + 1]):
+            ops[k] = a_cols[e]
+            coefs[k] = a_coefs[e]
+            k += 1
+        if kinds[row] == MUL:
+            ops[k] = b_cols[b_indptr[row]]
+    return start, ops, coefs
+
+
+@_jit
+def field_rows(
+    rows: np.ndarray,
+    first_defined: int,
+    kinds: np.ndarray,
+    start: np.ndarray,
+    ops: np.ndarray,
+    coefs: np.ndarray,
     z: np.ndarray,
     a: np.ndarray,
     b: np.ndarray,
     c: np.ndarray,
-    buf: np.ndarray,
 ) -> None:
     """The witness's field rows `rows` (ascending), in order: a straight-line program, each
     row reading only earlier variables.  With v = first_defined + j the variable row j
@@ -287,61 +341,41 @@ def field_rows(
         MUL  x * y = v                 z[v] = z[x] z[y];  a, b, c = z[x], z[y], z[v]
         LIN  (sum c_i x_i) * ONE = v   z[v] = sum c_i z[x_i];  a, b, c = z[v], 1, z[v]
 
-    z, a, b, c are uint64 (rows, 4) views of the elements; a, b, c get those rows'
-    evaluations, unless they have no rows.
-
-    Blocks of rows go in two steps: gather every operand of the block into buf (uint64,
-    at least BLOCK x (most A entries + 1) rows of 4), then compute.  The operands are random
-    earlier variables, so most reads miss the cache; issued back to back the CPU overlaps
-    them, while between two multiplications it could not.  An operand defined inside the
-    block is copied again at compute time (its gathered copy predates it)."""
+    their operands listed by field_program (start, ops, coefs).  z, a, b, c are uint64
+    (rows, 4) views of the elements; a, b, c get those rows' evaluations, unless they have
+    no rows.  The operands are random earlier variables, so most miss the cache: each row
+    first asks for the operands of the row AHEAD rows on, which arrive while it computes."""
     abc = a.shape[0] > 0
-    for b0 in range(0, rows.shape[0], BLOCK):
-        b1 = min(b0 + BLOCK, rows.shape[0])
-        k = 0
-        for i in range(b0, b1):  # step 1: the reads, back to back
-            row = rows[i]
-            for e in range(a_indptr[row], a_indptr[row + 1]):
-                _copy_row(z, a_cols[e], buf, k)
-                k += 1
-            if kinds[row] == MUL:
-                _copy_row(z, b_cols[b_indptr[row]], buf, k)
-                k += 1
-        v_first = first_defined + rows[b0]
-        k = 0
-        for i in range(b0, b1):  # step 2: the arithmetic
-            row = rows[i]
-            v = first_defined + row
-            e0, e1 = a_indptr[row], a_indptr[row + 1]
-            if kinds[row] == MUL:
-                xc, yc = a_cols[e0], b_cols[b_indptr[row]]
-                if xc >= v_first:
-                    _copy_row(z, xc, buf, k)
-                if yc >= v_first:
-                    _copy_row(z, yc, buf, k + 1)
-                x0, x1, x2, x3 = buf[k, 0], buf[k, 1], buf[k, 2], buf[k, 3]
-                y0, y1, y2, y3 = buf[k + 1, 0], buf[k + 1, 1], buf[k + 1, 2], buf[k + 1, 3]
-                r = _mul_mod(x0, x1, x2, x3, y0, y1, y2, y3)
-                _store(z, v, r)
-                if abc:
-                    _store(a, row, (x0, x1, x2, x3))
-                    _store(b, row, (y0, y1, y2, y3))
-                    _store(c, row, r)
-                k += 2
-            else:
-                t = (_ZERO, _ZERO, _ZERO, _ZERO, _ZERO, _ZERO)
-                for e in range(e0, e1):
-                    if a_cols[e] >= v_first:
-                        _copy_row(z, a_cols[e], buf, k)
-                    if buf[k, 0] | buf[k, 1] | buf[k, 2] | buf[k, 3]:
-                        t = _add_term(t, buf[k, 0], buf[k, 1], buf[k, 2], buf[k, 3], a_coefs[e])
-                    k += 1
-                r = _reduce_sum(t)
-                _store(z, v, r)
-                if abc:
-                    _store(a, row, r)
-                    b[row, 0] = 1
-                    _store(c, row, r)
+    n = rows.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:
+            for k in range(start[i + AHEAD], start[i + AHEAD + 1]):
+                _prefetch(z, ops[k])
+        row = rows[i]
+        v = first_defined + row
+        k0, k1 = start[i], start[i + 1]
+        if kinds[row] == MUL:
+            x, y = ops[k0], ops[k0 + 1]
+            x0, x1, x2, x3 = z[x, 0], z[x, 1], z[x, 2], z[x, 3]
+            y0, y1, y2, y3 = z[y, 0], z[y, 1], z[y, 2], z[y, 3]
+            r = _mul_mod(x0, x1, x2, x3, y0, y1, y2, y3)
+            _store(z, v, r)
+            if abc:
+                _store(a, row, (x0, x1, x2, x3))
+                _store(b, row, (y0, y1, y2, y3))
+                _store(c, row, r)
+        else:
+            t = (_ZERO, _ZERO, _ZERO, _ZERO, _ZERO, _ZERO)
+            for k in range(k0, k1):
+                x = ops[k]
+                if z[x, 0] | z[x, 1] | z[x, 2] | z[x, 3]:
+                    t = _add_term(t, z[x, 0], z[x, 1], z[x, 2], z[x, 3], coefs[k])
+            r = _reduce_sum(t)
+            _store(z, v, r)
+            if abc:
+                _store(a, row, r)
+                b[row, 0] = 1
+                _store(c, row, r)
 
 
 @_jit

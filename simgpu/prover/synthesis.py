@@ -15,6 +15,7 @@ and rows past the last constraint zero.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -249,12 +250,22 @@ def _assign(spec: CircuitSpec, partition_seed: int, abc: list[np.ndarray] | None
         abc[0][lay.defined_rows : lay.defined_rows + lay.num_inputs] = z[: lay.num_inputs]
     flips = rng.integers(0, 2, size=int(np.count_nonzero(kinds == BIT)))  # as _draw_bits draws them
     native.bit_rows(kinds, first_defined, A.indptr, A.cols, B.indptr, B.cols, flips, z, *abc)
-    rows = np.flatnonzero(kinds >= MUL)
-    widest = int(np.diff(A.indptr)[rows].max(initial=0))
-    buf = np.empty((native.BLOCK * (widest + 1), 4), np.uint64)
+    rows, start, ops, coefs = _field_program(spec)
     wide = [x.view(np.uint64) for x in (z, *abc)]  # the same bytes as 4 limbs of 64 bits
-    native.field_rows(rows, first_defined, A.indptr, A.cols, A.coefs, kinds, B.indptr, B.cols, *wide, buf)
+    native.field_rows(rows, first_defined, kinds, start, ops, coefs, *wide)
     return z
+
+
+@functools.lru_cache(maxsize=2)
+def _field_program(spec: CircuitSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The field rows of spec's circuit and their flat operand list (native.field_program):
+    made once per worker and circuit, as the circuit is."""
+    r1cs = r1cs_of(spec)
+    kinds = r1cs.kinds[: r1cs.layout.defined_rows]
+    rows = np.flatnonzero(kinds >= MUL)
+    A, B = r1cs.A, r1cs.B
+    start, ops, coefs = native.field_program(rows, A.indptr, A.cols, A.coefs, kinds, B.indptr, B.cols)
+    return rows, start, ops, coefs
 
 
 def _corrupt(z: np.ndarray, var: int) -> None:
