@@ -12,8 +12,10 @@ zero-copy view) and multiplies 64 x 64 -> 128 bits through `_mac`, a four-line L
 intrinsic (numba has no 128-bit integers; LLVM compiles it to one multiply-with-high-half).
 A product x * y mod r is two Montgomery multiplications (CIOS): x * y / 2^256, then that
 times 2^512 mod r.  A linear combination is summed in full (up to 6 limbs) and reduced by a
-quotient estimate from its top 64 bits when it is below 2^286 (a few terms with 16-bit
+quotient estimated from its bits 222..285 when it is below 2^286 (a few terms with 16-bit
 coefficients, the circuits' LIN rows), else by Montgomery reduction and the same correction.
+The witness's field rows read random earlier variables, so they ask the cache for the
+operands of rows ahead (`_prefetch`, LLVM's prefetch instruction) while computing.
 
 Compiled code is cached on disk (numba's `cache=True`: beside this file, or in the user's
 cache directory when the package directory is read-only); where no cache location is
@@ -307,8 +309,8 @@ def field_program(
     for i in range(n):
         row = rows[i]
         start[i + 1] = start[i] + a_indptr[row + 1] - a_indptr[row] + (1 if kinds[row] == MUL else 0)
-    ops = np.empty(start[n], np.int64)
-    coefs = np.ones(start[n], np.int64)
+    ops = np.empty(start[n], np.int32)  # variables and coefficients fit 32 bits, as in the CSR
+    coefs = np.ones(start[n], np.int32)
     for i in range(n):
         row = rows[i]
         k = start[i]

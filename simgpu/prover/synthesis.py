@@ -3,10 +3,11 @@
 `synthesize(spec, partition_seed)` is the prover's `synthesis` stage.  It is a module-level
 function of picklable arguments returning a picklable `Synthesized`, so a runtime runs it
 in a worker process (`ProcessPoolExecutor.submit(synthesize, spec, seed)`), as witness
-generation runs on its own cores in real provers.  Its field arithmetic is compiled
-(`simgpu.prover.native`: tens of nanoseconds a constraint, as a native prover's); the bits
-are numpy.  `synthesize_reference` is the same stage in Python integers, kept as the
-specification the compiled path must match bit for bit (tests compare them).
+generation runs on its own cores in real provers.  Its loops are compiled
+(`simgpu.prover.native`: on the order of 100 ns a constraint, where Python integers took
+1.5-4 us); only the random draws and the allocations are numpy.  `synthesize_reference` is
+the same stage in Python integers, kept as the specification the compiled path must match
+bit for bit (tests compare them).
 
 Output layout (what prestage uploads): a, b, c are numpy uint32 (N, 8) arrays of Fr
 elements in standard form, N the NTT domain, row j holding <A_j, z>, <B_j, z>, <C_j, z>
