@@ -25,7 +25,8 @@ epilogue and its verification, on stand-in points (its work does not depend on t
 those proofs are not checked; the full mode verifies every proof).  For prep and the
 epilogue it also measures how long they hold the interpreter lock: a probe thread sleeps
 0.1 ms at a time, and every wake-up more than 0.5 ms late counts as the lock held by the
-stage's thread, less what the probe waits over a plain sleep as long as the stage.
+stage's thread, less what it waits while the thread spends as long on a core without the
+lock (hashing), which is what the machine's load alone costs it.
 --reference times the Python-integer synthesis (`synthesize_reference`,
 what synthesis was before the compiled path), prep through numpy (the split of the gathered
 query) and the epilogue by plain scalar multiplications (which hold the lock).
@@ -38,6 +39,7 @@ host-bench-reference block) and all numbers as JSON (--json).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -144,16 +146,26 @@ def timed_cpu(fn, *a, **kw) -> tuple[object, float, float]:
     return out, time.perf_counter() - t, time.thread_time() - c
 
 
+def _busy_unlocked(seconds: float) -> None:
+    """Keep this thread on a core for `seconds` without the interpreter lock: SHA-256 of
+    1 MiB blocks, which hashlib computes with the lock released."""
+    block = bytes(1 << 20)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        hashlib.sha256(block).digest()
+
+
 def timed_holding(fn, *a, **kw) -> tuple[object, float, float]:
-    """fn(*a, **kw), its seconds, and the seconds the lock probe waited meanwhile beyond what
-    it waits over as long a plain sleep (the machine's own scheduling delays)."""
+    """fn(*a, **kw), its seconds, and how much longer the lock probe waited meanwhile than
+    while this thread spends as long on a core without the lock (what the probe waits
+    then is the machine's: a core to run on)."""
     with LockProbe() as probe:
         before = probe.stalled
         t = time.perf_counter()
         out = fn(*a, **kw)
         took = time.perf_counter() - t
         during = probe.stalled - before
-        time.sleep(took)
+        _busy_unlocked(took)
         idle = probe.stalled - before - during
     return out, took, max(0.0, during - idle)
 
