@@ -465,7 +465,7 @@ def epilogue(
     A, B, C (CPU, a handful of scalar multiplications).
 
     Each scalar multiplication is an arkworks multi-exponentiation, which releases the
-    interpreter lock (a plain `point * scalar` holds it for 50-300 us), so the epilogue
+    interpreter lock (a plain `point * scalar` holds it for 10-300 us), so the epilogue
     on a driver thread holds the lock only for its few point additions."""
     r, s = _randomness(rng)
     r_s, s_s = scalar_of(r), scalar_of(s)
