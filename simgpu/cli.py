@@ -117,6 +117,21 @@ B2gOnOpt = Annotated[
 BG2Opt = Annotated[
     int | None, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
 ]
+CircuitOpt = Annotated[
+    str,
+    typer.Option(
+        "--circuit",
+        help="circuit family proved: generic (the shipped profiles') or porep (docs/circuits.md)",
+    ),
+]
+
+
+def _circuit(name: str) -> str:
+    from simgpu.prover.circuits import FAMILIES
+
+    if name not in FAMILIES:
+        raise UserError(f"--circuit: unknown circuit {name!r} (one of {', '.join(FAMILIES)})")
+    return name
 
 
 def pipeline_config(
@@ -619,6 +634,7 @@ def run(
             help="write the run as a cuzk daemon log (TIMELINE/CUZK_TIMING lines; docs/log-format.md)"
         ),
     ] = None,
+    circuit: CircuitOpt = "generic",
 ) -> None:
     """Prove for real with the same scheduler code, and report like predict."""
     from simgpu.real.executor import ProverSettings
@@ -656,6 +672,7 @@ def run(
         resident_bases=resident_bases,
         keys_dir=keys_dir,
         b_g2_on=b_g2_on,
+        circuit=_circuit(circuit),
     ).check(n)
     console = Console(stderr=json_out)
     outcome = real_run(n, parts, cfg, dsg, settings, log=lambda m: console.print(m, markup=False))
@@ -706,6 +723,7 @@ def validate(
     b_g2_on: B2gOnOpt = "cpu",
     runs: Annotated[int, typer.Option(help="Monte Carlo runs of the prediction")] = 5,
     keys_dir: KeysOpt = Path("out/keys"),
+    circuit: CircuitOpt = "generic",
     json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
 ) -> None:
     """Predict and run the same configuration; print them side by side."""
@@ -750,7 +768,12 @@ def validate(
             markup=False,
         )
     settings = ProverSettings.from_config(
-        cfg, backend=backend, b_g2_threads=b_g2_threads, keys_dir=keys_dir, b_g2_on=b_g2_on
+        cfg,
+        backend=backend,
+        b_g2_threads=b_g2_threads,
+        keys_dir=keys_dir,
+        b_g2_on=b_g2_on,
+        circuit=_circuit(circuit),
     ).check(wl.constraints)
     prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
     predicted = build_document(
@@ -803,6 +826,7 @@ def calibrate(
     b_g2_on: B2gOnOpt = "cpu",
     vram: VramOpt = None,
     keys_dir: KeysOpt = Path("out/keys"),
+    circuit: CircuitOpt = "generic",
     from_log: Annotated[
         Path | None,
         typer.Option(
@@ -848,6 +872,7 @@ def calibrate(
         b_g2_threads=B_G2_THREADS if b_g2_threads is None else b_g2_threads,
         b_g2_on=b_g2_on,
         keys_dir=keys_dir,
+        circuit=_circuit(circuit),
     ).check(max(ladder))
     console = Console()
     cn = None if contention_size is None else parse_count(contention_size, "--contention-size", 16)

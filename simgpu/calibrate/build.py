@@ -61,7 +61,6 @@ def build_profile(
     missing: list[str],
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """The profile document and the fit error of each law."""
-    from simgpu.prover.circuits import CircuitSpec
     from simgpu.prover.memory_plan import ProverShape, footprint_tables, prover_plan
 
     ns = [r.constraints for r in runs]
@@ -85,7 +84,7 @@ def build_profile(
         return law
 
     top = runs[-1]
-    spec = CircuitSpec(constraints=top.constraints)
+    spec = settings.spec(top.constraints)
     plan = prover_plan(
         ProverShape.estimate(spec),
         stream_batch=settings.stream_batch or (1 << 22),
@@ -169,6 +168,7 @@ def build_profile(
         "stages": stages,
         "calibration": {
             "backend": settings.backend,
+            "circuit": settings.circuit,
             "b_g2_threads": settings.b_g2_threads,
             "sizes": ns,
             "repeats": len(top.seconds["kernels"]),

@@ -87,12 +87,11 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
     """Time every stage at size n through the prover executor's own stage hook
     (`ProverExecutor.run_stage`, as a real run calls it), one fresh partition per repeat,
     one stage at a time, the device synchronised at each boundary."""
-    from simgpu.prover.circuits import CircuitSpec
     from simgpu.prover.memory_plan import ProverShape, prover_plan, stage_peak
     from simgpu.real.executor import ProverExecutor, StageProbe
     from simgpu.sched.work import Partition, Proof
 
-    spec = CircuitSpec(constraints=n)
+    spec = settings.spec(n)
     ex = ProverExecutor(spec, settings)
     run = SizeRun(n, setup_seconds=ex.setup_seconds, hardware=ex.hardware())
     device = ex.backends[0]
@@ -190,12 +189,12 @@ def measure_h2d(nbytes: int = 1 << 30) -> float | None:
     return gbps
 
 
-def _synth_task(spec_n: int, seed: int) -> float:
-    from simgpu.prover.circuits import CircuitSpec
+def _synth_task(circuit: str, spec_n: int, seed: int) -> float:
+    from simgpu.prover.circuits import circuit_spec
     from simgpu.prover.synthesis import synthesize
 
     t = time.perf_counter()
-    synthesize(CircuitSpec(constraints=spec_n), seed)
+    synthesize(circuit_spec(circuit, spec_n), seed)
     return time.perf_counter() - t
 
 
@@ -212,7 +211,6 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
     """k syntheses at once for k in ks (each in its own process: CPU-bound Python), and
     prep / b_g2_msm alone and beside a full load of syntheses."""
 
-    from simgpu.prover.circuits import CircuitSpec
     from simgpu.real.executor import HostData, ProverExecutor
     from simgpu.sched.work import Partition, Proof
 
@@ -221,11 +219,12 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
     log(f"  host memory bandwidth, {cores} processes: {membw:.1f} GB/s")
     times: dict[int, float] = {}
     with pool_of(max(ks)) as pool:
-        list(pool.map(_synth_task, [64] * max(ks), range(max(ks))))  # start the workers
+        circ = [settings.circuit] * max(ks)
+        list(pool.map(_synth_task, circ, [64] * max(ks), range(max(ks))))  # start the workers
         for k in ks:
-            times[k] = statistics.mean(pool.map(_synth_task, [n] * k, range(k)))
+            times[k] = statistics.mean(pool.map(_synth_task, circ[:k], [n] * k, range(k)))
             log(f"  {k} syntheses at once: {times[k]:.3f} s each")
-        spec = CircuitSpec(constraints=n)
+        spec = settings.spec(n)
         ex = ProverExecutor(spec, settings)
         try:
             # Through the executor's stage hook, as a run calls it: prep from a fresh copy of
@@ -242,7 +241,7 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
             fns = {"prep": prep, "b_g2_msm": lambda: ex.run_stage("b_g2_msm", part, None, {})}
             for name, fn in fns.items():
                 _, alone = _timed(fn, lambda: None)
-                load = [pool.submit(_synth_task, n, 100 + i) for i in range(max(ks))]
+                load = [pool.submit(_synth_task, settings.circuit, n, 100 + i) for i in range(max(ks))]
                 time.sleep(0.2)  # let the load start
                 _, busy = _timed(fn, lambda: None)
                 for f in load:

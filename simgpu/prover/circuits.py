@@ -34,6 +34,16 @@ The knobs act structurally:
 
 ``constraints`` counts every row, the input rows included, so a circuit with 2^k
 constraints has an NTT domain of exactly 2^k.
+
+Two families (``family``), with the same row kinds:
+
+* ``generic``: AND/XOR operands are uniform earlier BITs; the B query holds about as many
+  field variables as BITs.
+* ``porep``: shaped like Filecoin's PoRep partition circuit (docs/circuits.md): SHA-style
+  chains, each AND/XOR reading the previous derived bit as its A operand (so nearly every
+  variable is in the A query) and an earlier BIT as its B operand; the B query is filled
+  with BITs up to its density, field variables only as MUL operands.  `circuit_spec("porep",
+  n)` gives its preset (bool_fraction 0.99, b_density 0.25, 328 public inputs).
 """
 
 from __future__ import annotations
@@ -59,6 +69,13 @@ MUL_SHARE = 0.5
 FREE_EVERY = 256
 #: Largest magnitude of a LIN coefficient (small signed integers, like packing weights).
 LIN_COEF_MAX = 1 << 16
+#: Circuit families (see the module docstring); the first is CircuitSpec's default.
+FAMILIES = ("generic", "porep")
+#: Filecoin PoRep (32 GiB) partition: public inputs, and the share of witness values in
+#: {0, 1} and of variables in the B query that the porep preset takes (docs/circuits.md).
+POREP_PUBLIC_INPUTS = 328
+POREP_BOOL_FRACTION = 0.99
+POREP_B_DENSITY = 0.25
 
 
 @dataclass(frozen=True)
@@ -68,7 +85,8 @@ class CircuitSpec:
     constraints: total R1CS rows (input rows included); the NTT domain is the next power
     of two.  public_inputs: number of public inputs (ONE not counted).  b_density: target
     share of variables in the B query.  bool_fraction: target share of aux scalars in
-    {0, 1}.  seed: picks the circuit (the witness has its own partition seed).
+    {0, 1}.  seed: picks the circuit (the witness has its own partition seed).  family:
+    how rows pick their operands, one of FAMILIES.
     """
 
     log_constraints: int | None = None
@@ -77,6 +95,7 @@ class CircuitSpec:
     b_density: float = 0.25
     bool_fraction: float = 0.5
     seed: int = 0
+    family: str = FAMILIES[0]
 
     def __post_init__(self) -> None:
         n, log_n = self.constraints, self.log_constraints
@@ -96,8 +115,10 @@ class CircuitSpec:
             raise UserError(f"public_inputs must be in [0, constraints/4], got {self.public_inputs}")
         if not 0.0 < self.b_density <= 1.0:
             raise UserError(f"b_density must be in (0, 1], got {self.b_density}")
-        if not 0.0 <= self.bool_fraction <= 0.95:
-            raise UserError(f"bool_fraction must be in [0, 0.95], got {self.bool_fraction}")
+        if not 0.0 <= self.bool_fraction <= 0.99:
+            raise UserError(f"bool_fraction must be in [0, 0.99], got {self.bool_fraction}")
+        if self.family not in FAMILIES:
+            raise UserError(f"unknown circuit family {self.family!r} (one of {', '.join(FAMILIES)})")
 
     @property
     def domain_size(self) -> int:
@@ -109,7 +130,10 @@ class CircuitSpec:
         return self.domain_size.bit_length() - 1
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if self.family == FAMILIES[0]:
+            del d["family"]  # so that generic specs keep the key ids they always had
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> CircuitSpec:
@@ -119,14 +143,34 @@ class CircuitSpec:
             b_density=float(d["b_density"]),
             bool_fraction=float(d["bool_fraction"]),
             seed=int(d["seed"]),
+            family=str(d.get("family", FAMILIES[0])),
         )
 
     def label(self) -> str:
         size = f"2^{self.log_constraints}" if self.log_constraints is not None else str(self.constraints)
+        family = "" if self.family == FAMILIES[0] else f"{self.family} family, "
         return (
-            f"{size} constraints, {self.public_inputs} inputs, b_density {self.b_density}, "
+            f"{size} constraints, {family}{self.public_inputs} inputs, b_density {self.b_density}, "
             f"bool_fraction {self.bool_fraction}, seed {self.seed}"
         )
+
+
+def circuit_spec(circuit: str, constraints: int, seed: int = 0) -> CircuitSpec:
+    """The spec a named circuit has at a size: "generic" (CircuitSpec's defaults) or
+    "porep" (PoRep's shape: POREP_* above; the public inputs capped at constraints / 256,
+    so that small sizes still have room for their 1% of field rows)."""
+    if circuit == "generic":
+        return CircuitSpec(constraints=constraints, seed=seed)
+    if circuit == "porep":
+        return CircuitSpec(
+            constraints=constraints,
+            public_inputs=min(POREP_PUBLIC_INPUTS, max(1, constraints // 256)),
+            b_density=POREP_B_DENSITY,
+            bool_fraction=POREP_BOOL_FRACTION,
+            seed=seed,
+            family="porep",
+        )
+    raise UserError(f"unknown circuit {circuit!r} (one of {', '.join(FAMILIES)})")
 
 
 @dataclass(frozen=True)
@@ -175,12 +219,14 @@ def layout_of(spec: CircuitSpec) -> Layout:
     bits = min(round(spec.bool_fraction * num_aux), defined - min_field)
     field_rows = defined - bits
     target_b = max(1, round(spec.b_density * num_vars))
-    if bits > 0:
-        base = max(1, min(bits, (target_b - 1) // 2))
+    if spec.family == "porep":
+        # B: the right operands of about half the MULs, then BITs up to the density
+        b_field = min(field_rows, max(1, round(MUL_SHARE * field_rows / 2)))
+        base = max(1, min(bits, target_b - 1 - b_field)) if bits > 0 else 0
     else:
-        base = 0
+        base = max(1, min(bits, (target_b - 1) // 2)) if bits > 0 else 0
+        b_field = min(field_rows, max(1, target_b - 1 - base))
     derived = bits - base
-    b_field = min(field_rows, max(1, target_b - 1 - base))
     mul = min(field_rows, max(b_field, round(MUL_SHARE * field_rows)))
     lin = field_rows - mul
     return Layout(
@@ -358,12 +404,20 @@ def generate(spec: CircuitSpec) -> R1CS:
     put("A", r_bit, v_bit, 1)
     put("B", r_bit, np.zeros_like(r_bit), 1)
     put("B", r_bit, v_bit, -1)
+    if spec.family == "porep":
+        # SHA-style chains: a derived bit's A operand is the previous derived bit (the
+        # first one's, the first BIT), so every derived bit but the last is in A.
+        r_der = rows[(kinds == AND) | (kinds == XOR)]
+        x_der = np.concatenate([v_bit[:1], var[r_der[:-1]]]) if len(r_der) else r_der
     for kind in (AND, XOR):
         r = rows[kinds == kind]
         if not len(r):
             continue
         before = np.searchsorted(v_bit, var[r], side="left")  # >= 1: first bit is a BIT
-        x = v_bit[_uniform_below(rng, before)]
+        if spec.family == "porep":
+            x = x_der[np.searchsorted(r_der, r)]
+        else:
+            x = v_bit[_uniform_below(rng, before)]
         y = v_bit[_uniform_below(rng, before)]
         if kind == AND:
             put("A", r, x, 1)
@@ -454,10 +508,33 @@ def expected_a_density(spec: CircuitSpec) -> float:
     position x escapes them all with probability about x^(T/K), so on average a fraction
     1/(1 + T/K) escapes."""
     lay = layout_of(spec)
+    if spec.family == "porep":
+        # nearly all of A: every variable but the last derived bit and the field outputs
+        # no A operand picks
+        in_a = lay.num_vars - min(1, lay.derived_bits) - uncovered_field_outputs(lay)
+        return in_a / lay.num_vars
     k = lay.free_vars + lay.field_rows  # field aux variables
     picks = lay.mul_rows + 3 * lay.lin_rows  # LIN rows take 2..4 operands, 3 on average
     covered = k * picks / (k + picks) if k + picks else 0.0
-    # ONE and the inputs are in A (input rows), so are BITs; derived bits never are; the
-    # free variables are each consumed once as a first (A) operand.
+    # ONE and the inputs are in A (input rows), so are BITs; derived bits are not in the
+    # generic family, and all but the last are in porep's chains; the free variables are
+    # each consumed once as a first (A) operand.
     in_a = lay.num_inputs + lay.base_bits + max(covered, float(lay.free_vars))
     return min(1.0, in_a / lay.num_vars)
+
+
+def uncovered_field_outputs(lay: Layout) -> float:
+    """Expected number of field rows' outputs that no later row reads as an A operand.
+
+    A row's first operand is the next input or free variable while any is left (s of them
+    for F field rows), else uniform among the earlier field variables; a LIN row takes 2
+    more on average, so U = F - s + 2 LIN uniform picks in all, lambda = U / F per row.
+    The output at relative position x escapes them with probability ((x + s/F) / (1 +
+    s/F))^lambda; the integral over x gives the count."""
+    f = lay.field_rows
+    if f == 0:
+        return 0.0
+    seeded = lay.public_inputs + lay.free_vars
+    lam = max(0.0, (f - seeded + 2 * lay.lin_rows) / f)
+    s = seeded / f
+    return f * ((1 + s) - s ** (lam + 1) / (1 + s) ** lam) / (lam + 1)

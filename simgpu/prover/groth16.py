@@ -49,11 +49,13 @@ from simgpu.gpu.encoding import (
     FR_WORDS,
     G1_WORDS,
     g2_from_bytes,
+    ints_to_limbs,
     limbs_to_ints,
     random_fr,
     scalar_of,
     scalars_of_limbs,
 )
+from simgpu.prover import native
 from simgpu.prover.circuits import CircuitSpec
 from simgpu.prover.device import Device, DeviceBuffer, DeviceBuffers
 from simgpu.prover.keys import ProvingKey, VerifyingKey
@@ -78,12 +80,23 @@ class QuerySplit:
 
     @classmethod
     def of(cls, name: str, scalars: np.ndarray) -> QuerySplit:
+        """The split of a query's scalars given in full, in numpy (the reference of `query`)."""
         scalars = np.asarray(scalars, dtype=np.uint32)
         high_zero = ~scalars[:, 1:].any(axis=1)
         zero = high_zero & (scalars[:, 0] == 0)
         one = high_zero & (scalars[:, 0] == 1)
         tails = np.flatnonzero(~(zero | one))
         return cls(name, len(scalars), np.flatnonzero(one), tails, scalars[tails])
+
+    @classmethod
+    def query(cls, name: str, inputs: np.ndarray, aux: np.ndarray, index: np.ndarray | None) -> QuerySplit:
+        """The split of the query whose scalars are z[index] (index None: every aux variable)
+        for z = (inputs, aux), in one compiled pass that reads z through the index (no
+        gathered copy of the query) and holds the interpreter lock only to start."""
+        dense = index is None
+        idx = np.zeros(0, np.uint32) if dense else np.ascontiguousarray(index, dtype=np.uint32)
+        ones, tails, tail_scalars = native.split_query(inputs, aux, idx, dense)
+        return cls(name, len(aux) if dense else len(idx), ones, tails, tail_scalars)
 
     @property
     def zeros(self) -> int:
@@ -151,11 +164,13 @@ def prep(synth: Synthesized, pk: ProvingKey) -> Prepared:
     """The `prep` stage: split the L, A, B scalars into zeros, ones and tails (CPU).
 
     The Prepared takes over synth's a, b, c arrays (no copy): drop `synth` afterwards so
-    prestage's release frees them."""
+    prestage's release frees them.  The splits are compiled loops that release the
+    interpreter lock (prep runs on a driver thread beside the GPU workers)."""
     if synth.spec != pk.spec:
         raise UserError(f"witness of [{synth.spec.label()}] but key of [{pk.spec.label()}]")
-    z = synth.assignment_limbs()
-    if len(z) != pk.num_inputs + pk.num_aux:
+    inputs = ints_to_limbs(synth.input_assignment())
+    aux = np.ascontiguousarray(synth.aux, dtype=np.uint32)
+    if len(inputs) + len(aux) != pk.num_inputs + pk.num_aux:
         raise UserError("assignment length does not match the proving key")
     return Prepared(
         spec=synth.spec,
@@ -165,9 +180,9 @@ def prep(synth: Synthesized, pk: ProvingKey) -> Prepared:
         a=synth.a,
         b=synth.b,
         c=synth.c,
-        split_l=QuerySplit.of("l", synth.aux),
-        split_a=QuerySplit.of("a", z[np.asarray(pk.a_index, dtype=np.int64)]),
-        split_b=QuerySplit.of("b", z[np.asarray(pk.b_index, dtype=np.int64)]),
+        split_l=QuerySplit.query("l", inputs, aux, None),
+        split_a=QuerySplit.query("a", inputs, aux, np.asarray(pk.a_index)),
+        split_b=QuerySplit.query("b", inputs, aux, np.asarray(pk.b_index)),
         aux_bytes=int(synth.aux.nbytes),
     )
 
@@ -505,13 +520,18 @@ def epilogue(
     rng: np.random.Generator | tuple[int, int] | None = None,
 ) -> Proof:
     """The `epilogue` stage: blind with r, s (from rng, or given as (r, s)) and assemble
-    A, B, C (CPU, a handful of scalar multiplications)."""
+    A, B, C (CPU, a handful of scalar multiplications).
+
+    Each scalar multiplication is an arkworks multi-exponentiation, which releases the
+    interpreter lock (a plain `point * scalar` holds it for 10-300 us), so the epilogue
+    on a driver thread holds the lock only for its few point additions."""
     r, s = _randomness(rng)
     r_s, s_s = scalar_of(r), scalar_of(s)
-    a = pk.alpha_g1 + kernel_out.a + pk.delta_g1 * r_s
-    b = pk.beta_g2 + b_g2 + pk.delta_g2 * s_s
-    b1 = pk.beta_g1 + kernel_out.b1 + pk.delta_g1 * s_s
-    c = kernel_out.h + kernel_out.l + a * s_s + b1 * r_s - pk.delta_g1 * scalar_of(r * s % R_ORDER)
+    a = pk.alpha_g1 + kernel_out.a + G1Point.multiexp_unchecked([pk.delta_g1], [r_s])
+    b = pk.beta_g2 + b_g2 + G2Point.multiexp_unchecked([pk.delta_g2], [s_s])
+    b1 = pk.beta_g1 + kernel_out.b1 + G1Point.multiexp_unchecked([pk.delta_g1], [s_s])
+    minus_rs = scalar_of(-r * s % R_ORDER)
+    c = kernel_out.h + kernel_out.l + G1Point.multiexp_unchecked([a, b1, pk.delta_g1], [s_s, r_s, minus_rs])
     return Proof(a, b, c)
 
 
@@ -569,8 +589,8 @@ def verify(vk: VerifyingKey, public_inputs: list[int], proof: Proof) -> bool:
     if any(not 0 <= int(x) < R_ORDER for x in public_inputs):
         return False
     acc = vk.ic[0]
-    for x, point in zip(public_inputs, vk.ic[1:], strict=True):
-        acc = acc + point * scalar_of(int(x))
+    if public_inputs:  # one multi-exponentiation: it releases the interpreter lock
+        acc = acc + G1Point.multiexp_unchecked(list(vk.ic[1:]), [scalar_of(int(x)) for x in public_inputs])
     return bool(
         GT.pairing_check(
             [proof.a, -vk.alpha_g1, -acc, -proof.c],

@@ -76,7 +76,7 @@ from simgpu.gpu.footprint import (
 )
 from simgpu.profile.resolve import Resolved
 from simgpu.profile.schema import profile_from_dict
-from simgpu.prover.circuits import CircuitSpec, expected_a_density, layout_of
+from simgpu.prover.circuits import CircuitSpec, expected_a_density, layout_of, uncovered_field_outputs
 
 if TYPE_CHECKING:
     from simgpu.prover.groth16 import Prepared, QuerySplit
@@ -125,6 +125,8 @@ class ProverShape:
 
     @classmethod
     def estimate(cls, spec: CircuitSpec) -> ProverShape:
+        if spec.family == "porep":
+            return cls._estimate_porep(spec)
         lay = layout_of(spec)
         n = spec.domain_size
         and_rows = lay.derived_bits // 2
@@ -162,6 +164,38 @@ class ProverShape:
         rows = min(batch, length)
         nonzero = self.ones[query] + self.tails[query]
         return min(nonzero, -(-rows * nonzero // length))
+
+    @classmethod
+    def _estimate_porep(cls, spec: CircuitSpec) -> ProverShape:
+        """The porep family's expectation.  Its derived bits form one chain (each reads the
+        previous as its A operand, a fair BIT as its B operand): an XOR is 1 with
+        probability 1/2, an AND with half its predecessor's, so over a chain whose rows are
+        ANDs with probability alpha the mean share of ones is m = (1 - alpha) / (2 - alpha).
+        Every derived bit but the last is in A; field values are tails."""
+        lay = layout_of(spec)
+        n = spec.domain_size
+        derived = lay.derived_bits
+        alpha = (derived // 2) / derived if derived else 0.0
+        m = (1 - alpha) / (2 - alpha)
+        derived_in_a = max(0, derived - 1)
+        field_in_a = lay.free_vars + lay.field_rows - uncovered_field_outputs(lay)
+        a_len = lay.num_inputs + lay.base_bits + derived_in_a + round(field_in_a)
+        return cls(
+            domain_size=n,
+            num_inputs=lay.num_inputs,
+            num_aux=lay.num_aux,
+            lengths={"h": n - 1, "l": lay.num_aux, "a": a_len, "b1": 1 + lay.base_bits + lay.b_field_vars},
+            ones={
+                "l": round(lay.base_bits / 2 + derived * m),
+                "a": 1 + round(lay.base_bits / 2 + derived_in_a * m),
+                "b1": 1 + round(lay.base_bits / 2),
+            },
+            tails={
+                "l": lay.free_vars + lay.field_rows,
+                "a": round(field_in_a) + lay.public_inputs,
+                "b1": lay.b_field_vars,
+            },
+        )
 
     def batch_maxima(self, query: str, batch: int) -> tuple[int, int]:
         """Most ones and most tails in one batch of `batch` rows of `query`."""

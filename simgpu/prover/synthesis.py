@@ -2,9 +2,12 @@
 
 `synthesize(spec, partition_seed)` is the prover's `synthesis` stage.  It is a module-level
 function of picklable arguments returning a picklable `Synthesized`, so a runtime runs it
-in a worker process (`ProcessPoolExecutor.submit(synthesize, spec, seed)`): the field
-arithmetic below is CPU-heavy Python by design (as witness generation is CPU-heavy in
-real provers) and must not hold the GIL of the process that drives the GPU.
+in a worker process (`ProcessPoolExecutor.submit(synthesize, spec, seed)`), as witness
+generation runs on its own cores in real provers.  Its loops are compiled
+(`simgpu.prover.native`: on the order of 100 ns a constraint, where Python integers took
+1.5-4 us); only the random draws and the allocations are numpy.  `synthesize_reference` is
+the same stage in Python integers, kept as the specification the compiled path must match
+bit for bit (tests compare them).
 
 Output layout (what prestage uploads): a, b, c are numpy uint32 (N, 8) arrays of Fr
 elements in standard form, N the NTT domain, row j holding <A_j, z>, <B_j, z>, <C_j, z>
@@ -13,6 +16,7 @@ and rows past the last constraint zero.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -20,7 +24,19 @@ import numpy as np
 
 from simgpu.gpu.bls12_381 import R_ORDER
 from simgpu.gpu.encoding import FR_WORDS, ints_to_limbs, limbs_to_ints, random_fr
-from simgpu.prover.circuits import AND, BIT, LIN, MUL, XOR, CircuitSpec, SparseMatrix, r1cs_of
+from simgpu.prover import native
+from simgpu.prover.circuits import (
+    AND,
+    BIT,
+    LIN,
+    MUL,
+    R1CS,
+    XOR,
+    CircuitSpec,
+    SparseMatrix,
+    layout_of,
+    r1cs_of,
+)
 
 #: Witness values below this are "small": their linear combinations are summed in int64.
 SMALL = 1 << 20
@@ -140,31 +156,56 @@ def evaluate_lc(m: SparseMatrix, z: _Assignment, out: np.ndarray) -> None:
         out[slow] = ints_to_limbs(vals)
 
 
-def _witness(spec: CircuitSpec, partition_seed: int, corrupt: int | None) -> tuple[list[int], int]:
+def _witness_rng(spec: CircuitSpec, partition_seed: int) -> np.random.Generator:
+    return np.random.default_rng([spec.seed, partition_seed, 0x57495453])
+
+
+def _first_cols(r1cs: R1CS) -> tuple[np.ndarray, np.ndarray]:
+    """The first variable of each row's A and of its B combination (a row's operands)."""
+    a_first = r1cs.A.cols[r1cs.A.indptr[:-1].clip(max=r1cs.A.nnz - 1)]
+    b_first = r1cs.B.cols[r1cs.B.indptr[:-1].clip(max=r1cs.B.nnz - 1)]
+    return a_first, b_first
+
+
+def _draw_bits(r1cs: R1CS, rng: np.random.Generator, first_defined: int) -> np.ndarray:
+    """Every bit's value (int64, one per variable, 0 elsewhere): BITs are coin flips (drawn
+    at once, in row order), AND/XOR combine two earlier bits.  In the generic family the
+    operands are BITs, so one vectorised pass per kind suffices (the code synthesis had
+    before the compiled path); porep's chains read derived bits, so it goes row by row."""
+    lay = r1cs.layout
+    kinds = r1cs.kinds[: lay.defined_rows]
+    a_first, b_first = _first_cols(r1cs)
+    bits = np.zeros(lay.num_vars, np.int64)
+    rows = np.flatnonzero(kinds == BIT)
+    bits[first_defined + rows] = rng.integers(0, 2, size=len(rows))
+    if r1cs.spec.family == "generic":
+        for kind, op in ((AND, np.bitwise_and), (XOR, np.bitwise_xor)):
+            rows = np.flatnonzero(kinds == kind)
+            bits[first_defined + rows] = op(bits[a_first[rows]], bits[b_first[rows]])
+        return bits
+    values = bits.tolist()
+    for row in np.flatnonzero((kinds == AND) | (kinds == XOR)).tolist():
+        x, y = values[a_first[row]], values[b_first[row]]
+        values[first_defined + row] = x & y if kinds[row] == AND else x ^ y
+    return np.array(values, dtype=np.int64)
+
+
+def _witness_reference(spec: CircuitSpec, partition_seed: int, corrupt: int | None) -> tuple[list[int], int]:
     """The full assignment z as Python ints, and the number of inputs (ONE included)."""
     r1cs = r1cs_of(spec)
     lay = r1cs.layout
-    rng = np.random.default_rng([spec.seed, partition_seed, 0x57495453])
+    rng = _witness_rng(spec, partition_seed)
     n_in, first_defined = lay.num_inputs, lay.num_inputs + lay.free_vars
     z: list[int] = [0] * lay.num_vars
     z[0] = 1
     # Public inputs and free aux values (e.g. sector data): uniform in Fr.
     z[1:first_defined] = limbs_to_ints(random_fr(first_defined - 1, rng))
-
     kinds = r1cs.kinds[: lay.defined_rows]
-    a_first = r1cs.A.cols[r1cs.A.indptr[:-1].clip(max=r1cs.A.nnz - 1)]
-    b_first = r1cs.B.cols[r1cs.B.indptr[:-1].clip(max=r1cs.B.nnz - 1)]
-
-    # Bits, vectorised: BITs are coin flips, AND/XOR combine two BITs.
-    bits = np.zeros(lay.num_vars, np.int64)
-    rows = np.flatnonzero(kinds == BIT)
-    bits[first_defined + rows] = rng.integers(0, 2, size=len(rows))
-    for kind, op in ((AND, np.bitwise_and), (XOR, np.bitwise_xor)):
-        rows = np.flatnonzero(kinds == kind)
-        bits[first_defined + rows] = op(bits[a_first[rows]], bits[b_first[rows]])
+    bits = _draw_bits(r1cs, rng, first_defined)
     bit_vars = first_defined + np.flatnonzero(kinds <= XOR)
     for v, b in zip(bit_vars.tolist(), bits[bit_vars].tolist(), strict=True):
         z[v] = b
+    a_first, b_first = _first_cols(r1cs)
 
     # Field rows, in order: the straight-line program of MULs and LINs.
     r = R_ORDER
@@ -189,13 +230,94 @@ def _witness(spec: CircuitSpec, partition_seed: int, corrupt: int | None) -> tup
     return z, n_in
 
 
+def _assign(spec: CircuitSpec, partition_seed: int, abc: list[np.ndarray] | None) -> np.ndarray:
+    """The assignment z (uint32 (num_vars, 8)); with abc (zeroed (N, 8) arrays), also every
+    row's a, b, c, found from the values each row's kind combines as the witness computes
+    them, so that no row's variables are read from z a second time."""
+    r1cs = r1cs_of(spec)
+    lay = r1cs.layout
+    rng = _witness_rng(spec, partition_seed)
+    first_defined = lay.num_inputs + lay.free_vars
+    kinds = r1cs.kinds[: lay.defined_rows]
+    A, B = r1cs.A, r1cs.B
+    z = np.zeros((lay.num_vars, FR_WORDS), np.uint32)
+    z[0, 0] = 1
+    # Public inputs and free aux values (e.g. sector data): uniform in Fr.
+    z[1:first_defined] = random_fr(first_defined - 1, rng)
+    if abc is None:
+        abc = [np.zeros((0, FR_WORDS), np.uint32)] * 3  # the kernels write no a, b, c
+    else:
+        # input rows z_i * 0 = 0: a holds z_i, for ONE and each public input
+        abc[0][lay.defined_rows : lay.defined_rows + lay.num_inputs] = z[: lay.num_inputs]
+    flips = rng.integers(0, 2, size=int(np.count_nonzero(kinds == BIT)))  # as _draw_bits draws them
+    native.bit_rows(kinds, first_defined, A.indptr, A.cols, B.indptr, B.cols, flips, z, *abc)
+    rows, start, ops, coefs = _field_program(spec)
+    wide = [x.view(np.uint64) for x in (z, *abc)]  # the same bytes as 4 limbs of 64 bits
+    native.field_rows(rows, first_defined, kinds, start, ops, coefs, *wide)
+    return z
+
+
+@functools.lru_cache(maxsize=2)
+def _field_program(spec: CircuitSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The field rows of spec's circuit and their flat operand list (native.field_program):
+    made once per worker and circuit, as the circuit is."""
+    r1cs = r1cs_of(spec)
+    kinds = r1cs.kinds[: r1cs.layout.defined_rows]
+    rows = np.flatnonzero(kinds >= MUL)
+    A, B = r1cs.A, r1cs.B
+    start, ops, coefs = native.field_program(rows, A.indptr, A.cols, A.coefs, kinds, B.indptr, B.cols)
+    return rows, start, ops, coefs
+
+
+def _corrupt(z: np.ndarray, var: int) -> None:
+    """A bad witness: z[var] off by one after the fact, so its defining row (and any row
+    reading it) is violated while a, b, c stay consistent with z."""
+    z[var] = ints_to_limbs([(limbs_to_ints(z[var : var + 1])[0] + 1) % R_ORDER])[0]
+
+
+def witness(spec: CircuitSpec, partition_seed: int, corrupt: int | None = None) -> np.ndarray:
+    """The full assignment z = (ONE, inputs, aux) as uint32 (num_vars, 8), standard form.
+
+    The same random draws, in the same order, as `_witness_reference`, so both give the
+    same z for the same seed."""
+    lay = layout_of(spec)
+    z = _assign(spec, partition_seed, None)
+    if corrupt is not None:
+        _corrupt(z, lay.num_inputs + corrupt % lay.num_aux)
+    return z
+
+
 def synthesize(spec: CircuitSpec, partition_seed: int, corrupt: int | None = None) -> Synthesized:
     """The `synthesis` stage: witness and a, b, c for partition `partition_seed` of `spec`.
 
     corrupt: for tests, the aux position whose value is made wrong (the proof of such a
-    witness must not verify)."""
+    witness must not verify); a, b, c are then evaluated from the corrupted z, row by row
+    through the matrices, as `synthesize_reference` does."""
     r1cs = r1cs_of(spec)
-    z, n_in = _witness(spec, partition_seed, corrupt)
+    lay = r1cs.layout
+    abc = [np.zeros((spec.domain_size, FR_WORDS), np.uint32) for _ in range(3)]  # rows past n stay 0
+    if corrupt is None:
+        z = _assign(spec, partition_seed, abc)
+    else:
+        z = witness(spec, partition_seed, corrupt)
+        for m, out in zip((r1cs.A, r1cs.B, r1cs.C), abc, strict=True):
+            native.evaluate_rows(m.indptr, m.cols, m.coefs, z.view(np.uint64), out.view(np.uint64))
+    n_in = lay.num_inputs
+    return Synthesized(
+        spec=spec,
+        partition_seed=partition_seed,
+        public_inputs=limbs_to_ints(z[1:n_in]),
+        aux=z[n_in:],
+        a=abc[0],
+        b=abc[1],
+        c=abc[2],
+    )
+
+
+def synthesize_reference(spec: CircuitSpec, partition_seed: int, corrupt: int | None = None) -> Synthesized:
+    """`synthesize` in Python integers (the specification; microseconds a constraint)."""
+    r1cs = r1cs_of(spec)
+    z, n_in = _witness_reference(spec, partition_seed, corrupt)
     z_limbs = ints_to_limbs(z)
     assignment = _Assignment.of(z, z_limbs)
     n_dom = spec.domain_size

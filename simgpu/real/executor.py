@@ -25,7 +25,7 @@ from simgpu.config import PipelineConfig
 from simgpu.errors import OutOfMemory, SimgpuError, UserError
 from simgpu.profile import Resolved, profile_from_dict
 from simgpu.prover import B_G2_THREADS, groth16
-from simgpu.prover.circuits import CircuitSpec
+from simgpu.prover.circuits import FAMILIES, CircuitSpec, circuit_spec
 from simgpu.prover.g2pool import G2Pool
 from simgpu.prover.memory_plan import ProverShape, prover_plan, prover_profile_dict
 from simgpu.prover.setup import cached_keys, key_path
@@ -116,6 +116,11 @@ class ProverSettings:
     total_budget: int | None = None
     safety_margin: int = 2 << 30
     seed: int = 0
+    circuit: str = FAMILIES[0]  # the circuit family proved (simgpu.prover.circuits.circuit_spec)
+
+    def spec(self, constraints: int) -> CircuitSpec:
+        """The circuit of `constraints` rows these settings prove."""
+        return circuit_spec(self.circuit, constraints)
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig, **prover: Any) -> ProverSettings:
@@ -136,6 +141,8 @@ class ProverSettings:
             raise UserError(f"--backend {self.backend!r}: unknown (known: {', '.join(BACKENDS)})")
         if self.b_g2_on not in ("cpu", "gpu"):
             raise UserError(f"--b-g2-on {self.b_g2_on!r}: must be cpu or gpu")
+        if self.circuit not in FAMILIES:
+            raise UserError(f"--circuit {self.circuit!r}: unknown (known: {', '.join(FAMILIES)})")
         k = self.b_g2_threads
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_B_G2_THREADS:
             raise UserError(f"--b-g2-threads: must be a whole number in 1..{MAX_B_G2_THREADS}, got {k!r}")

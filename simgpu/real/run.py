@@ -54,11 +54,10 @@ def real_run(
 ) -> RealOutcome:
     """Prove `cfg.proofs` proofs of `partitions` x `constraints` with `design` for real.
     Every partition proof is verified (ProverExecutor's epilogue)."""
-    from simgpu.prover.circuits import CircuitSpec
     from simgpu.real.executor import ProverExecutor
     from simgpu.real.runtime import RealRuntime
 
-    spec = CircuitSpec(constraints=constraints)
+    spec = settings.spec(constraints)
     if log:
         log(
             f"preparing the prover ({settings.backend}, {constraints:,} constraints): keys, warm-up proof ..."
