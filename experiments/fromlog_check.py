@@ -70,6 +70,8 @@ def main() -> int:
     ap.add_argument("--base", default=None, help="base profile of --from-log (default: the seed)")
     ap.add_argument("--runs", type=int, default=10, help="Monte Carlo runs per prediction")
     ap.add_argument("--keys-dir", default="out/keys")
+    ap.add_argument("--circuit", default="generic", help="circuit family the runs prove")
+    ap.add_argument("--b-g2-threads", type=int, default=None, help="cores one b_g2_msm is split over")
     ap.add_argument("--out", default="out/fromlog-check")
     a = ap.parse_args()
     out = Path(a.out)
@@ -77,7 +79,9 @@ def main() -> int:
     common = ["--backend", a.backend, "--constraints", a.constraints, "--partitions", str(a.partitions)]
     common += ["--proofs", str(a.proofs), "--gpu-workers", str(a.gpu_workers)]
     common += ["--partition-workers", str(a.partition_workers), "--design", a.design]
-    common += ["--keys-dir", a.keys_dir, "--json"]
+    common += ["--keys-dir", a.keys_dir, "--circuit", a.circuit, "--json"]
+    if a.b_g2_threads:
+        common += ["--b-g2-threads", str(a.b_g2_threads)]
     t0 = time.perf_counter()
 
     def run(j: int, name: str, *extra: str) -> dict:

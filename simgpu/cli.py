@@ -720,10 +720,18 @@ def validate(
         int | None,
         typer.Option(help="cores one b_g2_msm is split over (default: as the profile was calibrated)"),
     ] = None,
-    b_g2_on: B2gOnOpt = "cpu",
+    b_g2_on: Annotated[
+        str | None,
+        typer.Option(
+            "--b-g2-on", help="where b_g2_msm runs: cpu or gpu (default: as the profile was calibrated)"
+        ),
+    ] = None,
     runs: Annotated[int, typer.Option(help="Monte Carlo runs of the prediction")] = 5,
     keys_dir: KeysOpt = Path("out/keys"),
-    circuit: CircuitOpt = "generic",
+    circuit: Annotated[
+        str | None,
+        typer.Option("--circuit", help="circuit family proved (default: the profile's calibration's)"),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
 ) -> None:
     """Predict and run the same configuration; print them side by side."""
@@ -758,15 +766,23 @@ def validate(
         raise UserError(f"--constraints: the prover needs at least 16 constraints, got {wl.constraints}")
     dsg = resolve_design(design)
     console = Console(stderr=json_out)
-    calibrated = prof.calibrated_b_g2_threads
-    if b_g2_threads is None:
-        b_g2_threads = calibrated or B_G2_THREADS
-    elif calibrated is not None and b_g2_threads != calibrated:
-        console.print(
-            f"note: {prof.name}'s b_g2_msm times hold for --b-g2-threads {calibrated}; "
-            f"this run splits it over {b_g2_threads}, so expect that stage to differ",
-            markup=False,
-        )
+
+    def as_calibrated(given: Any, calibrated: Any, default: Any, flag: str) -> Any:
+        """The run's setting: the one given, else the profile's calibration's; a given one
+        that differs from the calibration's is noted (the profile's times need not hold)."""
+        if given is None:
+            return default if calibrated is None else calibrated
+        if calibrated is not None and given != calibrated:
+            console.print(
+                f"note: {prof.name}'s stage times hold for {flag} {calibrated}; this run uses "
+                f"{given}, so expect the stages it touches to differ",
+                markup=False,
+            )
+        return given
+
+    b_g2_threads = as_calibrated(b_g2_threads, prof.calibrated_b_g2_threads, B_G2_THREADS, "--b-g2-threads")
+    b_g2_on = as_calibrated(b_g2_on, prof.calibrated_b_g2_on, "cpu", "--b-g2-on")
+    circuit = as_calibrated(circuit, prof.calibrated_circuit, "generic", "--circuit")
     settings = ProverSettings.from_config(
         cfg,
         backend=backend,

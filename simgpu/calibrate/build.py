@@ -89,6 +89,7 @@ def build_profile(
         ProverShape.estimate(spec),
         stream_batch=settings.stream_batch or (1 << 22),
         resident_bases=settings.resident_bases,
+        b_g2_on=settings.b_g2_on,
     )
     _, stages_fp, _, _ = footprint_tables(plan)
     buffers: dict[str, Any] = {}
@@ -115,6 +116,9 @@ def build_profile(
         uses["synthesis"] = fit_synthesis_contention(contention)
         uses["prep"] = fit_loaded(contention, "prep", 1)
         uses["b_g2_msm"] = fit_loaded(contention, "b_g2_msm", settings.b_g2_threads)
+    if settings.b_g2_on == "gpu":
+        # bellperson's choice: the G2 MSM is the device's work, beside the next kernels
+        uses["b_g2_msm"] = {"gpu": Inline(demand=1.0, bound=1.0)}
 
     def cv(key: str) -> float:
         vals = [
@@ -127,13 +131,17 @@ def build_profile(
 
     stages: dict[str, Any] = {}
     for st, fp in stages_fp.items():
-        entry: dict[str, Any] = {"on": "gpu" if st in ("prestage", "kernels") else "cpu"}
+        entry: dict[str, Any] = {"on": fp.get("on") or ("gpu" if st in ("prestage", "kernels") else "cpu")}
         entry.update({k: v for k, v in fp.items() if k != "phases"})
         entry["noise_cv"] = cv(st)
         if st in uses:
             entry["uses"] = Inline(uses[st])
         if "phases" in fp:
-            entry["phases"] = [dict(ph, time=fitted(f"kernels.{ph['name']}")) for ph in fp["phases"]]
+            # the kernels' phases are timed apart; another stage's one phase is the stage
+            entry["phases"] = [
+                dict(ph, time=fitted(f"kernels.{ph['name']}" if st == "kernels" else st))
+                for ph in fp["phases"]
+            ]
         elif st == "synthesis" and all("synthesis.transfer" in r.seconds for r in runs):
             # Computing in a worker leans on cores and memory bandwidth (the stage's uses);
             # the way back shares the driver's result channel with every other result.
@@ -170,6 +178,7 @@ def build_profile(
             "backend": settings.backend,
             "circuit": settings.circuit,
             "b_g2_threads": settings.b_g2_threads,
+            "b_g2_on": settings.b_g2_on,
             "sizes": ns,
             "repeats": len(top.seconds["kernels"]),
             "missing": missing,

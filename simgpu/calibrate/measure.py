@@ -120,6 +120,7 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
                 ProverShape.from_prepared(part.host.prepared),
                 stream_batch=device.stream_batch,
                 resident_bases=device.resident_bases,
+                b_g2_on=settings.b_g2_on,
             )
             buffers, dt = timed("prestage", part, 0)
             run.add("prestage", dt)

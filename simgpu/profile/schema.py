@@ -136,6 +136,9 @@ class Profile:
     #: For a profile written by `simgpu calibrate`: the prover's settings its stage times
     #: hold for (how many cores one b_g2_msm was split over, b_g2_threads).
     calibrated_b_g2_threads: int | None = None
+    #: ... where its b_g2_msm ran ("cpu" or "gpu") and which circuit family it proved.
+    calibrated_b_g2_on: str | None = None
+    calibrated_circuit: str | None = None
 
     def workload(self, name: str | None = None) -> Workload:
         key = name or self.default_workload
@@ -426,6 +429,14 @@ def _contention(t: Any, where: str) -> dict[str, Thrashing]:
     return out
 
 
+def _calibrated_name(cal: Any, key: str, where: str) -> str | None:
+    if not isinstance(cal, dict) or key not in cal:
+        return None
+    if not isinstance(cal[key], str):
+        raise UserError(f"{where}: [calibration] {key} must be a name, got {cal[key]!r}")
+    return cal[key]
+
+
 def _calibrated_b_g2_threads(cal: Any, where: str) -> int | None:
     if not isinstance(cal, dict) or "b_g2_threads" not in cal:
         return None
@@ -488,6 +499,8 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
         source=str(meta.get("source", "")),
         path=path,
         calibrated_b_g2_threads=_calibrated_b_g2_threads(data.get("calibration"), where),
+        calibrated_b_g2_on=_calibrated_name(data.get("calibration"), "b_g2_on", where),
+        calibrated_circuit=_calibrated_name(data.get("calibration"), "circuit", where),
     )
     # Evaluate every law once at the default size so a broken law fails at load time.
     at_default = prof.resolve(prof.workload().constraints)

@@ -408,7 +408,7 @@ def footprint_tables(plan: dict[str, Any]) -> tuple[dict[str, int], dict[str, di
     }
     stages: dict[str, dict[str, Any]] = {}
     for name, st in plan["stages"].items():
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"on": st["on"]} if "on" in st else {}
         for key in _KEEP:
             if st.get(key) and not (name == "kernels" and key == "vram_out"):
                 # kernels' "vram_out" in the plan is what it leaves in the caller's handle

@@ -1,0 +1,342 @@
+"""Designs where they differ: the real prover GPU-bound on the H200, predicted and measured.
+
+Two steps, so that the device time goes to measuring only:
+
+    python experiments/gpu_validation.py measure --profile out/h200-cupy.toml --json out/gpu-validation.json
+    python experiments/gpu_validation.py predict --json docs/data/<day>/gpu-validation.json
+
+`measure` (on the GPU machine, right after `simgpu calibrate` on the same machine) runs a
+grid of configurations for real — designs x GPU workers x VRAM caps x concurrency, at
+2^20 and 2^22 constraints and at 2^21, a size not on the calibration ladder — with the
+prover settings the profile was calibrated with (circuit family, where b_g2_msm runs,
+its split), every proof verified, and repeats some configurations to measure the
+run-to-run spread.  One prover is set up per (size, cap) and reused across its
+configurations.  The tight VRAM cap is the model's: the smallest at which two-lock runs
+out of memory with three GPU workers while single-lock does not.
+
+`predict` (anywhere) predicts every measured configuration with the profile and writes
+the table into docs/validation.md: throughput, GPU busy, every stage's mean time under
+load, peak VRAM and the OOM outcome, each with its error, beside the spread of the
+repeats; and checks that every pair of configurations whose real throughputs differ by
+more than that spread is ranked the same way by the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from simgpu.config import PipelineConfig, Workload
+from simgpu.model.montecarlo import predict
+from simgpu.profile import load_profile
+from simgpu.report.compare import compare
+from simgpu.report.document import build_document, meta_of
+from simgpu.sched.registry import resolve_design
+
+ROOT = Path(__file__).resolve().parent.parent
+MiB = 1 << 20
+STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
+
+#: (label, log2 size, design, GPU workers, concurrency, cap); cap None = the whole card,
+#: "tight" = the model's two-lock cap at that size.
+GRID: list[tuple[str, int, str, int, int, str | None]] = [
+    ("A", 22, "single-lock", 1, 3, None),
+    ("B", 22, "single-lock", 2, 3, None),
+    ("C", 22, "single-lock", 3, 3, None),
+    ("D", 22, "serial", 2, 3, None),
+    ("E", 22, "split-finalizer", 2, 3, None),
+    ("F", 22, "two-lock-reserve", 2, 3, None),
+    ("G", 22, "two-lock", 2, 3, None),
+    ("H", 22, "two-lock", 3, 3, "tight"),
+    ("I", 22, "single-lock", 3, 3, "tight"),
+    ("J", 22, "two-lock-reserve", 3, 3, "tight"),
+    ("K", 22, "split-finalizer", 3, 3, "tight"),
+    ("L", 20, "single-lock", 2, 3, None),
+    ("M", 20, "serial", 2, 3, None),
+    ("N", 20, "split-finalizer", 2, 3, None),
+    ("O", 20, "two-lock-reserve", 2, 2, None),
+    ("P", 20, "two-lock", 3, 3, "tight"),
+    ("Q", 21, "single-lock", 2, 3, None),
+    ("R", 21, "split-finalizer", 2, 3, None),
+]
+#: Configurations run three times in all: their spread is the runs' own noise.
+REPEATED = ("B", "D", "E")
+
+
+def config_of(args: argparse.Namespace, gw: int, j: int, cap: int | None) -> PipelineConfig:
+    return PipelineConfig(
+        proofs=args.proofs,
+        concurrency=j,
+        gpu_workers_per_device=gw,
+        partition_workers=args.partition_workers,
+        vram=cap,
+    )
+
+
+def tight_cap(prof: Any, wl: Workload, args: argparse.Namespace) -> int | None:
+    """The smallest cap (16 MiB steps above one partition's peak) where the model has
+    two-lock with 3 GPU workers run out of VRAM in most runs and single-lock never."""
+    r = prof.resolve(wl.constraints)
+    one = r.vram_resident + r.vram_peak(("prestage", "kernels"))
+    for step in range(64):
+        cap = one + step * 16 * MiB
+        cfg = config_of(args, 3, 3, cap)
+        two = predict(prof, cfg, wl, resolve_design("two-lock"), runs=5).aggregate()
+        single = predict(prof, cfg, wl, resolve_design("single-lock"), runs=5).aggregate()
+        if two["oom_risk"]["p"] >= 0.6 and single["oom_risk"]["p"] == 0.0:
+            return cap
+    return None
+
+
+def measure(args: argparse.Namespace) -> None:
+    from simgpu.prover import B_G2_THREADS
+    from simgpu.real.executor import ProverExecutor, ProverSettings
+    from simgpu.real.run import real_document
+    from simgpu.real.runtime import RealRuntime
+    from simgpu.report.metrics import summarize
+
+    prof = load_profile(args.profile)
+    caps: dict[int, int | None] = {}
+    grid = [(lab, log_n + args.log_offset, *rest) for lab, log_n, *rest in GRID]
+    if args.only:
+        grid = [g for g in grid if g[0] in args.only]
+    runs = [(g, 1) for g in grid] + [(g, k) for k in (2, 3) for g in grid if g[0] in REPEATED]
+    out: list[dict[str, Any]] = []
+    groups = itertools.groupby(
+        sorted(runs, key=lambda r: (r[0][1], r[0][5] or "")), key=lambda r: r[0][1:6:4]
+    )
+    for (log_n, cap_kind), members in groups:
+        n = 1 << log_n
+        wl = Workload(f"groth16-n{n}", args.partitions, n)
+        if cap_kind == "tight":
+            caps.setdefault(n, tight_cap(prof, wl, args))
+            cap = caps[n]
+            if cap is None:
+                print(f"2^{log_n}: the model finds no two-lock cap; skipping the tight runs", flush=True)
+                continue
+        else:
+            cap = None
+        settings = ProverSettings(
+            backend=args.backend,
+            vram_limit=cap,
+            partition_workers=args.partition_workers,
+            b_g2_threads=prof.calibrated_b_g2_threads or B_G2_THREADS,
+            b_g2_on=prof.calibrated_b_g2_on or "cpu",
+            circuit=prof.calibrated_circuit or "generic",
+            keys_dir=Path(args.keys_dir),
+        )
+        t = time.perf_counter()
+        ex = ProverExecutor(settings.spec(n), settings)
+        print(
+            f"2^{log_n} cap {'card' if cap is None else f'{cap // MiB} MiB'}: set up in "
+            f"{time.perf_counter() - t:.1f} s",
+            flush=True,
+        )
+        try:
+            for (label, _, design, gw, j, _), repeat in members:
+                cfg = config_of(args, gw, j, cap)
+                ex.verified.clear()
+                t = time.perf_counter()
+                result = RealRuntime(ex, cfg, wl, seed=repeat).run(resolve_design(design).fn)
+                ok = ex.verified
+                summary = summarize(result)
+                verification = {
+                    "partitions_verified": sum(1 for v in ok.values() if v),
+                    "partitions_rejected": sum(1 for v in ok.values() if not v),
+                    "proofs_verified": sum(
+                        1
+                        for p in result.proofs
+                        if not p.failed and all(ok.get((p.id, i)) for i in range(p.partitions))
+                    ),
+                }
+                outcome = _Outcome(result, summary, verification, ex.device_name(), ex.vram_capacity(0))
+                doc = real_document(outcome, resolve_design(design), args.backend, wl, cfg)
+                out.append(
+                    {
+                        "label": label,
+                        "repeat": repeat,
+                        "constraints": n,
+                        "design": design,
+                        "gpu_workers": gw,
+                        "concurrency": j,
+                        "vram_cap": cap,
+                        "measured": doc,
+                    }
+                )
+                print(
+                    f"{label}{repeat} 2^{log_n} {design:16s} gw={gw} j={j}: "
+                    f"{doc['throughput_s_per_proof'] or 0:.3f} s/proof, "
+                    f"busy {doc['devices'][0]['busy_frac']:.2f}, "
+                    f"OOM {bool(doc['oom_events'])}, verified {verification['proofs_verified']}, "
+                    f"{time.perf_counter() - t:.1f} s",
+                    flush=True,
+                )
+                Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+        finally:
+            ex.close()
+
+
+class _Outcome:
+    """What real_document reads of a run (a RealOutcome without the set-up time)."""
+
+    def __init__(self, result, summary, verification, device_name, vram_capacity) -> None:
+        self.result, self.summary, self.verification = result, summary, verification
+        self.device_name, self.vram_capacity, self.setup_seconds = device_name, vram_capacity, None
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def predict_all(args: argparse.Namespace) -> None:
+    prof = load_profile(args.profile)
+    rows = json.loads(Path(args.json).read_text())
+    table = []
+    for r in rows:
+        n = r["constraints"]
+        wl = Workload(f"groth16-n{n}", args.partitions, n)
+        cfg = config_of(args, r["gpu_workers"], r["concurrency"], r["vram_cap"])
+        p = predict(prof, cfg, wl, resolve_design(r["design"]), runs=args.runs)
+        pred = build_document(
+            meta_of("predict", r["design"], prof.name, prof.hardware.vram, wl, cfg),
+            p.aggregate(),
+            p.summaries,
+        )
+        table.append((r, {c["metric"]: c for c in compare(pred, r["measured"])}))
+    lines = _markdown(table, prof, args)
+    print("\n".join(lines))
+    _write_between_markers(Path(args.out), lines)
+
+
+def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
+    first = {}
+    for r, c in table:
+        first.setdefault(r["label"], []).append((r, c))
+    thr_err, vram_err, oom_ok = [], [], 0
+    lines = [
+        f"Profile `{prof.name}` ({prof.hardware.gpu}, calibrated on circuit "
+        f"`{prof.calibrated_circuit}`, b_g2_msm on the {prof.calibrated_b_g2_on} over "
+        f"{prof.calibrated_b_g2_threads} cores); {args.partitions} partitions a proof, "
+        f"{args.proofs} proofs a "
+        f"configuration, {args.partition_workers} synthesis workers; predictions are the mean of "
+        f"{args.runs} Monte Carlo runs; every real proof verified.",
+        "",
+        "| cfg | n | design | GPU workers | j | VRAM cap | s/proof pred / real | err | GPU busy pred / real "
+        "| peak VRAM MiB pred / real | err | OOM pred / real |",
+        "|---|---:|---|---:|---:|---:|---|---:|---|---|---:|---|",
+    ]
+    for label, reps in first.items():
+        r, c = reps[0]
+        thr, vram, busy, oom = (
+            c["throughput (s/proof)"],
+            c["peak VRAM (MiB)"],
+            c["GPU busy"],
+            c["OOM"],
+        )
+        if thr["rel_error"] is not None:
+            thr_err.append(abs(thr["rel_error"]))
+        if vram["rel_error"] is not None:
+            vram_err.append(abs(vram["rel_error"]))
+        oom_ok += oom["predicted"] == oom["measured"]
+        cap = "card" if r["vram_cap"] is None else f"{r['vram_cap'] / MiB:.0f}"
+        lines.append(
+            f"| {label} | 2^{r['constraints'].bit_length() - 1} | {r['design']} | {r['gpu_workers']} | "
+            f"{r['concurrency']} | {cap} | {thr['predicted'] or 0:.3f} / {thr['measured'] or 0:.3f} | "
+            f"{_pct(thr['rel_error'])} | {busy['predicted']:.2f} / {busy['measured']:.2f} | "
+            f"{vram['predicted']:.0f} / {vram['measured']:.0f} | {_pct(vram['rel_error'])} | "
+            f"{oom['predicted']} / {oom['measured']} |"
+        )
+    spreads = {}
+    for label, reps in first.items():
+        vals = [
+            c["throughput (s/proof)"]["measured"] for _, c in reps if c["throughput (s/proof)"]["measured"]
+        ]
+        if len(vals) > 1:
+            spreads[label] = (max(vals) - min(vals)) / statistics.mean(vals)
+    spread = max(spreads.values()) if spreads else 0.0
+    lines += [
+        "",
+        f"Throughput error: median {100 * statistics.median(thr_err):.1f}%, max {100 * max(thr_err):.1f}% "
+        f"over {len(thr_err)} configurations (targets 5% and 12%); peak VRAM: median "
+        f"{100 * statistics.median(vram_err):.1f}%, max {100 * max(vram_err):.1f}% (target 2%); OOM "
+        f"outcome right in {oom_ok} of {len(first)}."
+        if thr_err and vram_err
+        else "",
+        "",
+        "Run-to-run spread of the real throughput, (max - min) / mean over three runs: "
+        + ", ".join(f"{k} {100 * v:.1f}%" for k, v in spreads.items())
+        + f"; the largest, {100 * spread:.1f}%, is the noise the errors above stand beside.",
+        "",
+    ]
+    pairs, wrong = 0, []
+    measured = {k: v[0] for k, v in first.items() if v[0][1]["throughput (s/proof)"]["measured"]}
+    for a, b in itertools.combinations(sorted(measured), 2):
+        (ra, ca), (rb, cb) = measured[a], measured[b]
+        ma, mb = ca["throughput (s/proof)"]["measured"], cb["throughput (s/proof)"]["measured"]
+        pa, pb = ca["throughput (s/proof)"]["predicted"], cb["throughput (s/proof)"]["predicted"]
+        if ra["constraints"] != rb["constraints"] or not pa or not pb:
+            continue
+        if abs(ma - mb) / min(ma, mb) <= spread:
+            continue
+        pairs += 1
+        if (ma < mb) != (pa < pb):
+            wrong.append(f"{a}/{b}")
+    lines += [
+        f"Rankings: of the {pairs} pairs of configurations of one size whose real throughputs differ "
+        f"by more than that spread, the model ranks {pairs - len(wrong)} the same way"
+        + (f"; not: {', '.join(wrong)}." if wrong else "."),
+        "",
+        "Mean stage times under load, predicted / real (ms), and the prediction's error:",
+        "",
+        "| cfg | " + " | ".join(STAGES) + " |",
+        "|---|" + "---|" * len(STAGES),
+    ]
+    for label, reps in first.items():
+        _, c = reps[0]
+        cells = []
+        for st in STAGES:
+            x = c.get(f"{st} mean (s)")
+            cells.append(
+                "-"
+                if x is None
+                else f"{1e3 * x['predicted']:.0f} / {1e3 * x['measured']:.0f} ({_pct(x['rel_error'])})"
+            )
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _write_between_markers(path: Path, lines: list[str]) -> None:
+    a, b = "<!-- gpu-validation -->", "<!-- /gpu-validation -->"
+    text = path.read_text() if path.exists() else "# Validation\n"
+    if a not in text:
+        text += f"\n{a}\n{b}\n"
+    head, rest = text.split(a, 1)
+    _, tail = rest.split(b, 1)
+    path.write_text(head + a + "\n" + "\n".join(lines) + "\n" + b + tail)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("step", choices=("measure", "predict"))
+    ap.add_argument("--profile", default=str(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml"))
+    ap.add_argument("--json", default=str(ROOT / "out" / "gpu-validation.json"))
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--proofs", type=int, default=6)
+    ap.add_argument("--partition-workers", type=int, default=8)
+    ap.add_argument("--runs", type=int, default=10, help="Monte Carlo runs per prediction")
+    ap.add_argument("--keys-dir", default=str(ROOT / "out" / "keys"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "validation.md"))
+    ap.add_argument("--backend", default="cupy", help="cpu: a dry run on small sizes (with --log-offset)")
+    ap.add_argument("--log-offset", type=int, default=0, help="shift every size by this power of two")
+    ap.add_argument("--only", nargs="*", default=[], help="run only these configuration labels")
+    args = ap.parse_args()
+    measure(args) if args.step == "measure" else predict_all(args)
+
+
+if __name__ == "__main__":
+    main()
