@@ -107,9 +107,10 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
         for rep in range(repeats):
             part = Partition(Proof(1000 + rep, 1, n), 0, n)
             part.host, wall = timed("synthesis", part, None)
-            # The timing pickled the result once more in the worker: not part of the trip.
+            # Timing work in the worker (one pickle more, where there is no shared memory)
+            # is no part of the trip.
             compute, pickling = probe.seconds["compute"], probe.seconds["pickle"]
-            wall -= pickling
+            wall -= probe.seconds["extra"]
             run.add("synthesis", wall)
             run.add("synthesis.compute", compute)
             run.add("synthesis.transfer", max(0.0, wall - compute))

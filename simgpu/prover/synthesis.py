@@ -17,7 +17,6 @@ and rows past the last constraint zero.
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -342,18 +341,3 @@ def unsatisfied_rows(synth: Synthesized) -> list[int]:
     n = synth.spec.constraints
     a, b, c = (limbs_to_ints(x[:n]) for x in (synth.a, synth.b, synth.c))
     return [j for j in range(n) if a[j] * b[j] % R_ORDER != c[j]]
-
-
-def synthesize_timed(spec: CircuitSpec, partition_seed: int) -> tuple[Synthesized, float, float]:
-    """synthesize, with the seconds it took in the worker process and the seconds that
-    pickling its result takes there.  Calibration tells the computation and the worker's
-    half of the result's trip (pickling: every worker pickles its own, in parallel) apart
-    from the driver's half (pipe and unpickling: one result thread for all workers)."""
-    from multiprocessing.reduction import ForkingPickler  # what the process pool pickles with
-
-    t = time.perf_counter()
-    synth = synthesize(spec, partition_seed)
-    compute = time.perf_counter() - t
-    t = time.perf_counter()
-    ForkingPickler.dumps(synth)
-    return synth, compute, time.perf_counter() - t

@@ -24,12 +24,12 @@ import numpy as np
 from simgpu.config import PipelineConfig
 from simgpu.errors import OutOfMemory, SimgpuError, UserError
 from simgpu.profile import Resolved, profile_from_dict
-from simgpu.prover import B_G2_THREADS, groth16
+from simgpu.prover import B_G2_THREADS, groth16, handoff
 from simgpu.prover.circuits import FAMILIES, CircuitSpec, circuit_spec
 from simgpu.prover.g2pool import G2Pool
 from simgpu.prover.memory_plan import ProverShape, prover_plan, prover_profile_dict
 from simgpu.prover.setup import cached_keys, key_path
-from simgpu.prover.synthesis import synthesize, synthesize_timed
+from simgpu.prover.synthesis import synthesize
 from simgpu.sched.work import Partition
 from simgpu.workers import spawn_pool, stop_pool
 
@@ -200,6 +200,8 @@ class ProverExecutor:
         for b in self.backends:
             groth16.preload(self.pk, b)
         self._pool: ProcessPoolExecutor | None = None
+        #: names this executor's handed-off synthesis results (see close)
+        self._tag = f"simgpu-{os.getpid()}-{id(self):x}"
         self.g2: G2Pool | DeviceG2 | None = None
         self._peaks = [0] * settings.devices
         self._peak_lock = threading.Lock()
@@ -325,6 +327,7 @@ class ProverExecutor:
         if self.g2 is not None:
             self.g2.close(stop)
             self.g2 = None
+        handoff.clear(self._tag)  # results a stopped run never received
 
     # ------------------------------------------------------------ stages
 
@@ -348,11 +351,15 @@ class ProverExecutor:
         if probe is not None:
             probe.clear()
         if name == "synthesis":
+            # in a worker process; the result comes back through shared memory (handoff)
             seed = self.partition_seed(part)
             if probe is None:
-                return HostData(synth=self.pool().submit(synthesize, self.spec, seed).result())
-            synth, compute, pickling = self.pool().submit(synthesize_timed, self.spec, seed).result()
-            probe.seconds.update(compute=compute, pickle=pickling)
+                job = self.pool().submit(handoff.synthesize_handed_off, self.spec, seed, self._tag)
+                return HostData(synth=handoff.receive(job.result()))
+            job = self.pool().submit(handoff.synthesize_handed_off_timed, self.spec, seed, self._tag)
+            out, compute, share, extra = job.result()
+            synth = handoff.receive(out)
+            probe.seconds.update(compute=compute, pickle=share, extra=extra)
             return HostData(synth=synth)
         host: HostData = part.host
         if name == "prep":
