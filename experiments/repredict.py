@@ -48,7 +48,9 @@ def measured_doc(comparison: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profile", default=str(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml"))
+    ap.add_argument(
+        "--profile", default=str(DATA / "h200-cupy.toml")
+    )  # the profile these runs were measured with
     ap.add_argument("--sweep", default=str(DATA / "validation.json"))
     ap.add_argument("--sweep-constraints", type=int, default=1 << 20)
     ap.add_argument("--sweep-partitions", type=int, default=4)

@@ -148,9 +148,15 @@ def test_ctrl_c_stops_a_real_run_cleanly(tmp_path):
         text=True,
         start_new_session=True,  # Ctrl-C reaches the whole group, workers included
     )
-    time.sleep(8)
+    lines: list[str] = []
+    for line in proc.stderr:  # wait until the prover is set up and proving
+        lines.append(line)
+        if line.startswith("proving "):
+            break
+    time.sleep(4)
     os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    out, rest = proc.communicate(timeout=120)
+    err = "".join(lines) + rest
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     doc = json.loads(out)

@@ -24,6 +24,7 @@ from simgpu.calibrate.fit import (
     SIZE_LAWS,
     fit_loaded,
     fit_synthesis_contention,
+    phase_key,
     stage_means,
     time_law,
     time_laws,
@@ -73,6 +74,14 @@ def build_profile(
             "vram_peak_kernels": r.vram_peak.get("kernels", 0),
             "plan_peak_prestage": r.plan_peak.get("prestage", 0),
             "plan_peak_kernels": r.plan_peak.get("kernels", 0),
+            **(
+                {
+                    "vram_peak_b_g2_msm": r.vram_peak["b_g2_msm"],
+                    "plan_peak_b_g2_msm": r.plan_peak.get("b_g2_msm", 0),
+                }
+                if "b_g2_msm" in r.vram_peak
+                else {}
+            ),
             "baseline_vram": r.buffers["_baseline_vram"],
         }
         for r in runs
@@ -138,10 +147,7 @@ def build_profile(
             entry["uses"] = Inline(uses[st])
         if "phases" in fp:
             # the kernels' phases are timed apart; another stage's one phase is the stage
-            entry["phases"] = [
-                dict(ph, time=fitted(f"kernels.{ph['name']}" if st == "kernels" else st))
-                for ph in fp["phases"]
-            ]
+            entry["phases"] = [dict(ph, time=fitted(phase_key(st, ph["name"]))) for ph in fp["phases"]]
         elif st == "synthesis" and all("synthesis.transfer" in r.seconds for r in runs):
             # Computing in a worker leans on cores and memory bandwidth (the stage's uses);
             # the way back shares the driver's result channel with every other result.

@@ -132,8 +132,10 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             run.vram_peak["kernels"] = max(run.vram_peak.get("kernels", 0), probe.vram_peak)
             for ph in PHASES:
                 run.add(f"kernels.{ph}", probe.seconds[ph])
-            _, dt = timed("b_g2_msm", part, None)
+            _, dt = timed("b_g2_msm", part, 0 if settings.b_g2_on == "gpu" else None)
             run.add("b_g2_msm", dt)
+            if settings.b_g2_on == "gpu":  # the device pool's peak, to check its plan too
+                run.vram_peak["b_g2_msm"] = max(run.vram_peak.get("b_g2_msm", 0), probe.vram_peak)
             for _ in range(EPILOGUE_SAMPLES):  # the executor's epilogue verifies every proof
                 run.add("epilogue.ref", reference_seconds())
                 _, dt = timed("epilogue", part, None)
@@ -141,7 +143,8 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             part.host.free()
             log(f"  n={n:,} repeat {rep + 1}/{repeats}: kernels {run.seconds['kernels'][-1] * 1e3:.1f} ms")
         run.buffers = {k: int(v) for k, v in plan["buffers"].items()}
-        run.plan_peak = {s: stage_peak(plan, s) for s in ("prestage", "kernels")}
+        checked = ("prestage", "kernels", *(("b_g2_msm",) if settings.b_g2_on == "gpu" else ()))
+        run.plan_peak = {s: stage_peak(plan, s) for s in checked}
         run.buffers["_resident_vram"] = sum(plan["buffers"][x] for x in plan["resident"]["vram"])
         run.buffers["_baseline_vram"] = int(ex.baseline[0])
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from simgpu.calibrate.fit import stage_means, time_law, time_laws
+from simgpu.calibrate.fit import phase_key, stage_means, time_law, time_laws
 from simgpu.errors import UserError
 from simgpu.profile.tomlwrite import Inline, dumps
 
@@ -28,7 +28,7 @@ def refit_times(doc: dict[str, Any], max_size: int | None = None) -> dict[str, f
     for name, st in doc["stages"].items():
         if "phases" in st:
             for ph in st["phases"]:
-                key = f"{name}_{ph['name']}"
+                key = phase_key(name, ph["name"]).replace(".", "_")
                 ph["time"], errors[key] = time_law(*measured_means(doc, key, max_size), time_laws(name))
         else:
             st["time"], errors[name] = time_law(*measured_means(doc, name, max_size), time_laws(name))

@@ -17,6 +17,7 @@ and rows past the last constraint zero.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -341,3 +342,11 @@ def unsatisfied_rows(synth: Synthesized) -> list[int]:
     n = synth.spec.constraints
     a, b, c = (limbs_to_ints(x[:n]) for x in (synth.a, synth.b, synth.c))
     return [j for j in range(n) if a[j] * b[j] % R_ORDER != c[j]]
+
+
+def warm_worker(spec: CircuitSpec) -> int:
+    """Run in a pool worker before a run: build spec's circuit and field program (cached
+    per process) and compile the native kernels, so that no partition of the run pays for
+    them; returns the worker's pid.  The result is not sent back (no transfer to time)."""
+    synthesize(spec, 0)
+    return os.getpid()

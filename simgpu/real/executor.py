@@ -29,7 +29,7 @@ from simgpu.prover.circuits import FAMILIES, CircuitSpec, circuit_spec
 from simgpu.prover.g2pool import G2Pool
 from simgpu.prover.memory_plan import ProverShape, prover_plan, prover_profile_dict
 from simgpu.prover.setup import cached_keys, key_path
-from simgpu.prover.synthesis import synthesize
+from simgpu.prover.synthesis import synthesize, warm_worker
 from simgpu.sched.work import Partition
 from simgpu.workers import spawn_pool, stop_pool
 
@@ -277,8 +277,11 @@ class ProverExecutor:
         # second importing numpy and the prover, which would otherwise land in the first
         # partitions of the run.  A submit that finds no idle worker spawns one, and
         # workers take far longer to start than these submits take to arrive.
-        tiny = CircuitSpec(constraints=16)
-        for f in [self.pool().submit(synthesize, tiny, 1) for _ in range(self.settings.partition_workers)]:
+        # Each worker also builds this circuit (its matrices and field program, cached per
+        # process) at full size: the H200 calibration of 2026-12-01 timed that build (about
+        # 1 s at 2^22) into the first synthesis of each worker.
+        jobs = [self.pool().submit(warm_worker, self.spec) for _ in range(self.settings.partition_workers)]
+        for f in jobs:
             f.result()
 
     def hardware(self) -> dict[str, Any]:

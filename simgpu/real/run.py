@@ -73,6 +73,8 @@ def real_run(
             rt = RealRuntime(
                 executor, cfg, Workload(f"groth16-n{constraints}", partitions, constraints), seed=cfg.seed
             )
+            if log:
+                log(f"proving {cfg.proofs} proof(s) of {partitions} partition(s) with {design.label} ...")
             result = rt.run(design.fn)
         except BaseException:
             executor.close(stop=True)
