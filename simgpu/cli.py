@@ -22,7 +22,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from simgpu.config import PipelineConfig, Workload, read_config_table
+from simgpu.config import PLACEMENTS, PipelineConfig, Workload, read_config_table
 from simgpu.errors import DesignError, Interrupted, SimgpuError, UserError
 from simgpu.units import parse_count, parse_size, size_ladder
 
@@ -91,6 +91,13 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="cuzk-sty
 VramOpt = Annotated[
     str | None, typer.Option("--vram", help="VRAM per device, e.g. 16G, 24GiB (default: the profile's)")
 ]
+PlacementOpt = Annotated[
+    str | None,
+    typer.Option(
+        help=f"which device a partition goes to: {', '.join(PLACEMENTS)} (README: Placement); "
+        f"default {PLACEMENTS[0]}"
+    ),
+]
 ConstraintsOpt = Annotated[
     str | None, typer.Option(help="constraints per partition, e.g. 2^20 (overrides the workload)")
 ]
@@ -142,6 +149,7 @@ def pipeline_config(
     gpu_workers: int | None = None,
     partition_workers: int | None = None,
     devices: int | None = None,
+    placement: str | None = None,
     queue_depth: int | None = None,
     memory_budget: str | None = None,
     proofs: int | None = None,
@@ -169,6 +177,7 @@ def pipeline_config(
         "gpu_workers_per_device": gpu_workers,
         "partition_workers": partition_workers,
         "devices": devices,
+        "placement": placement,
         "max_gpu_queue_depth": queue_depth,
         "total_budget": budget,
         "proofs": proofs,
@@ -279,6 +288,7 @@ def predict(
     gpu_workers: GpuWorkersOpt = None,
     partition_workers: PartitionWorkersOpt = None,
     devices: DevicesOpt = None,
+    placement: PlacementOpt = None,
     max_gpu_queue_depth: QueueDepthOpt = None,
     memory_budget: Annotated[
         str | None, typer.Option(help="host memory budget (auto = RAM - safety margin)")
@@ -312,6 +322,7 @@ def predict(
         gpu_workers=gpu_workers,
         partition_workers=partition_workers,
         devices=devices,
+        placement=placement,
         queue_depth=max_gpu_queue_depth,
         memory_budget=memory_budget,
         proofs=proofs,
@@ -618,6 +629,7 @@ def run(
     vram: VramOpt = None,
     backend: BackendOpt = "cupy",
     devices: DevicesOpt = None,
+    placement: PlacementOpt = None,
     b_g2_threads: BG2Opt = None,
     b_g2_on: B2gOnOpt = "cpu",
     resident_bases: Annotated[bool, typer.Option(help="keep the key's bases in VRAM")] = False,
@@ -652,6 +664,7 @@ def run(
         gpu_workers=gpu_workers,
         partition_workers=partition_workers,
         devices=devices,
+        placement=placement,
         queue_depth=max_gpu_queue_depth,
         proofs=proofs,
         concurrency=concurrency,

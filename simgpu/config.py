@@ -14,8 +14,10 @@ configuration section lists them all):
   something the profile's numbers do not cover (thread pools, cross-sector batching, the
   pre-Phase 7 pipelines).
 
-plus simgpu's own: [workload] (circuit size, partitions), [run] (proofs, concurrency,
-arrival rate, seed, retries) and [hardware] overrides of the profile (vram, host_ram).  Command-line flags
+plus simgpu's own: ``[gpus] placement`` (which device a partition goes to:
+simgpu.sched.placement), [workload] (circuit size, partitions), [run] (proofs,
+concurrency, arrival rate, seed, retries) and [hardware] overrides of the profile (vram,
+host_ram).  Command-line flags
 override the file.
 """
 
@@ -33,6 +35,9 @@ from simgpu.units import parse_count, parse_size
 #: Upper bounds of the counts a configuration may ask for: beyond them a run would not
 #: fit in memory (its event records) long before it finished.
 LIMITS = {"devices": 64, "workers": 4096, "proofs": 1_000_000, "partitions": 200_000, "retries": 1000}
+#: The placement policies (`[gpus] placement`, `--placement`); simgpu.sched.placement says
+#: what each does.  The first is the default: every worker takes from one queue.
+PLACEMENTS = ("shared-queue", "round-robin", "best-fit", "most-free")
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class PipelineConfig:
     # [gpus]
     devices: int = 1
     gpu_workers_per_device: int = 2
+    placement: str = PLACEMENTS[0]  # which device a partition goes to (simgpu.sched.placement)
     # [synthesis] / [pipeline]
     partition_workers: int = 10
     max_gpu_queue_depth: int = 0  # 0 = unbounded, as in cuzk
@@ -93,6 +99,8 @@ class PipelineConfig:
             raise UserError(f"arrival_rate: must be a positive finite rate, got {self.arrival_rate!r}")
         if not (isinstance(self.retry_backoff, int | float) and 0 <= self.retry_backoff < math.inf):
             raise UserError(f"retry_backoff: must be finite seconds >= 0, got {self.retry_backoff!r}")
+        if self.placement not in PLACEMENTS:
+            raise UserError(f"placement: unknown policy {self.placement!r} (known: {', '.join(PLACEMENTS)})")
         if self.vram is not None and self.vram <= 0:
             raise UserError(f"vram: must be positive, got {self.vram}")
         if self.host_ram is not None and self.host_ram <= 0:
@@ -113,6 +121,7 @@ class PipelineConfig:
 _TOML_KEYS: dict[tuple[str, str], tuple[str, Any]] = {
     ("gpus", "devices"): ("devices", "devices"),
     ("gpus", "gpu_workers_per_device"): ("gpu_workers_per_device", int),
+    ("gpus", "placement"): ("placement", str),
     ("synthesis", "partition_workers"): ("partition_workers", int),
     # cuzk's later name for the same cap on partition syntheses running at once (0 = 18)
     ("pipeline", "max_parallel_synthesis"): ("partition_workers", "parallel_synthesis"),
@@ -192,6 +201,8 @@ def _convert(section: str, key: str, value: Any, how: Any) -> Any:
         if how is int and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError
         if how is float and isinstance(value, bool):
+            raise TypeError
+        if how is str and not isinstance(value, str):
             raise TypeError
         return how(value)
     except (TypeError, ValueError):

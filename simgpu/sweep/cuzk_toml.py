@@ -17,6 +17,7 @@ from simgpu.profile.tomlwrite import dumps
 KEYS: dict[str, tuple[str, str]] = {
     "devices": ("gpus", "devices"),
     "gpu_workers_per_device": ("gpus", "gpu_workers_per_device"),
+    "placement": ("gpus", "placement"),
     "partition_workers": ("synthesis", "partition_workers"),
     "max_gpu_queue_depth": ("pipeline", "max_gpu_queue_depth"),
     "total_budget": ("memory", "total_budget"),
