@@ -61,6 +61,8 @@ def config_table(cfg: PipelineConfig) -> dict[str, dict[str, Any]]:
             value = list(range(value))  # cuzk lists GPU ordinals; simgpu reads how many
         elif f.name in _SIZES and isinstance(value, int):
             value = _size(value)
+        elif f.name in _SIZES and isinstance(value, tuple):  # one VRAM size per device
+            value = [_size(v) for v in value]
         section, key = KEYS[f.name]
         doc.setdefault(section, {})[key] = value
     return doc
