@@ -44,7 +44,7 @@ def test_a_deadlock_behind_the_dispatcher_is_found_and_named():
     assert result.deadlock is not None
     assert "lock gpu0/a" in result.deadlock.waiting["gpu0.w1"]
     # the proof's third partition waits in the dispatcher for a worker to be idle
-    assert result.deadlock.waiting["dispatcher"] == "an item from queue idle"
+    assert result.deadlock.waiting["dispatcher"] == "an item from queue idle_workers"
 
 
 def test_ctrl_c_stops_a_dispatched_run_cleanly():

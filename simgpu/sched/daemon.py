@@ -63,8 +63,8 @@ class Daemon:
         dispatcher = None
         if self.placement.dispatches:
             # workers say when they are idle; each device has its own queue of placed partitions
-            self.idle: Queue = self.rt.queue("idle")
-            self.placed: list[Queue] = [self.rt.queue(f"gpu{d}") for d in range(cfg.devices)]
+            self.idle: Queue = self.rt.queue("idle_workers")
+            self.placed: list[Queue] = [self.rt.queue(f"gpu{d}/placed") for d in range(cfg.devices)]
             dispatcher = self.rt.spawn(self.dispatcher(), "dispatcher")
         worker_tasks = [
             self.rt.spawn(self.gpu_worker(w), w.name, device=w.device, worker=w.name) for w in workers
