@@ -22,7 +22,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from simgpu.config import PipelineConfig, Workload, read_config_table
+from simgpu.config import PLACEMENTS, PipelineConfig, Workload, read_config_table, vram_sizes
 from simgpu.errors import DesignError, Interrupted, SimgpuError, UserError
 from simgpu.units import parse_count, parse_size, size_ladder
 
@@ -91,6 +91,22 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="cuzk-sty
 VramOpt = Annotated[
     str | None, typer.Option("--vram", help="VRAM per device, e.g. 16G, 24GiB (default: the profile's)")
 ]
+#: predict and run: one size for every device, or one per device (mixed cards).
+VramListOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--vram",
+        help="VRAM of every device (16G), or one size per device for mixed cards (16G,24G); "
+        "default: the profile's",
+    ),
+]
+PlacementOpt = Annotated[
+    str | None,
+    typer.Option(
+        help=f"which device a partition goes to: {', '.join(PLACEMENTS)} (README: Placement); "
+        f"default {PLACEMENTS[0]}"
+    ),
+]
 ConstraintsOpt = Annotated[
     str | None, typer.Option(help="constraints per partition, e.g. 2^20 (overrides the workload)")
 ]
@@ -142,6 +158,7 @@ def pipeline_config(
     gpu_workers: int | None = None,
     partition_workers: int | None = None,
     devices: int | None = None,
+    placement: str | None = None,
     queue_depth: int | None = None,
     memory_budget: str | None = None,
     proofs: int | None = None,
@@ -164,11 +181,12 @@ def pipeline_config(
     if memory_budget is not None and memory_budget != "auto":
         budget = parse_size(memory_budget, "--memory-budget")
     flags = {
-        "vram": None if vram is None else parse_size(vram, "--vram"),
+        "vram": None if vram is None else vram_sizes(vram, "--vram"),
         "host_ram": None if host_ram is None else parse_size(host_ram, "--host-ram"),
         "gpu_workers_per_device": gpu_workers,
         "partition_workers": partition_workers,
         "devices": devices,
+        "placement": placement,
         "max_gpu_queue_depth": queue_depth,
         "total_budget": budget,
         "proofs": proofs,
@@ -264,7 +282,7 @@ def _price(value: float | None) -> float | None:
 def predict(
     design: DesignOpt = "single-lock",
     profile: ProfileOpt = "seed-rtx5070ti",
-    vram: VramOpt = None,
+    vram: VramListOpt = None,
     config: ConfigOpt = None,
     workload: Annotated[
         str | None, typer.Option(help="a workload of the profile (default: its default)")
@@ -279,6 +297,7 @@ def predict(
     gpu_workers: GpuWorkersOpt = None,
     partition_workers: PartitionWorkersOpt = None,
     devices: DevicesOpt = None,
+    placement: PlacementOpt = None,
     max_gpu_queue_depth: QueueDepthOpt = None,
     memory_budget: Annotated[
         str | None, typer.Option(help="host memory budget (auto = RAM - safety margin)")
@@ -312,6 +331,7 @@ def predict(
         gpu_workers=gpu_workers,
         partition_workers=partition_workers,
         devices=devices,
+        placement=placement,
         queue_depth=max_gpu_queue_depth,
         memory_budget=memory_budget,
         proofs=proofs,
@@ -396,6 +416,12 @@ def _space(
     spec = ProfileSpec.read(find_profile(profile))
     prof = spec.load()
     cfg = pipeline_config(config, **fixed)
+    if isinstance(cfg.vram, tuple):
+        # the grid's VRAM axis is one size for every device; a list there means alternatives
+        raise UserError(
+            f"{command}: [hardware] vram lists one size per device; {command} takes one size for "
+            "every device (its --vram axis)"
+        )
     wl = prof.workload_for(cfg.workload or None, cfg.partitions, cfg.constraints)
     grid = build_grid(axes, cfg, prof.hardware.vram, prof.hardware.host_ram, design)
     return spec, prof, cfg, wl, grid
@@ -615,9 +641,10 @@ def run(
     concurrency: ConcurrencyOpt = None,
     gpu_workers: GpuWorkersOpt = None,
     partition_workers: PartitionWorkersOpt = None,
-    vram: VramOpt = None,
+    vram: VramListOpt = None,
     backend: BackendOpt = "cupy",
     devices: DevicesOpt = None,
+    placement: PlacementOpt = None,
     b_g2_threads: BG2Opt = None,
     b_g2_on: B2gOnOpt = "cpu",
     resident_bases: Annotated[bool, typer.Option(help="keep the key's bases in VRAM")] = False,
@@ -652,6 +679,7 @@ def run(
         gpu_workers=gpu_workers,
         partition_workers=partition_workers,
         devices=devices,
+        placement=placement,
         queue_depth=max_gpu_queue_depth,
         proofs=proofs,
         concurrency=concurrency,

@@ -14,8 +14,10 @@ configuration section lists them all):
   something the profile's numbers do not cover (thread pools, cross-sector batching, the
   pre-Phase 7 pipelines).
 
-plus simgpu's own: [workload] (circuit size, partitions), [run] (proofs, concurrency,
-arrival rate, seed, retries) and [hardware] overrides of the profile (vram, host_ram).  Command-line flags
+plus simgpu's own: ``[gpus] placement`` (which device a partition goes to:
+simgpu.sched.placement), [workload] (circuit size, partitions), [run] (proofs,
+concurrency, arrival rate, seed, retries) and [hardware] overrides of the profile (vram,
+one size for every device or a list of one per device; host_ram).  Command-line flags
 override the file.
 """
 
@@ -33,6 +35,9 @@ from simgpu.units import parse_count, parse_size
 #: Upper bounds of the counts a configuration may ask for: beyond them a run would not
 #: fit in memory (its event records) long before it finished.
 LIMITS = {"devices": 64, "workers": 4096, "proofs": 1_000_000, "partitions": 200_000, "retries": 1000}
+#: The placement policies (`[gpus] placement`, `--placement`); simgpu.sched.placement says
+#: what each does.  The first is the default: every worker takes from one queue.
+PLACEMENTS = ("shared-queue", "round-robin", "best-fit", "most-free")
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class PipelineConfig:
     # [gpus]
     devices: int = 1
     gpu_workers_per_device: int = 2
+    placement: str = PLACEMENTS[0]  # which device a partition goes to (simgpu.sched.placement)
     # [synthesis] / [pipeline]
     partition_workers: int = 10
     max_gpu_queue_depth: int = 0  # 0 = unbounded, as in cuzk
@@ -49,7 +55,9 @@ class PipelineConfig:
     total_budget: int | None = None  # bytes; None = auto (host RAM - safety margin)
     safety_margin: int = 5 << 30
     # [hardware] overrides of the profile
-    vram: int | None = None
+    #: bytes of VRAM: one size for every device, or one per device (a tuple, a machine of
+    #: mixed cards); None = the profile's
+    vram: int | tuple[int, ...] | None = None
     host_ram: int | None = None  # bytes of host RAM; None = the profile's
     # [workload]
     workload: str = ""
@@ -93,11 +101,24 @@ class PipelineConfig:
             raise UserError(f"arrival_rate: must be a positive finite rate, got {self.arrival_rate!r}")
         if not (isinstance(self.retry_backoff, int | float) and 0 <= self.retry_backoff < math.inf):
             raise UserError(f"retry_backoff: must be finite seconds >= 0, got {self.retry_backoff!r}")
-        if self.vram is not None and self.vram <= 0:
-            raise UserError(f"vram: must be positive, got {self.vram}")
+        if self.placement not in PLACEMENTS:
+            raise UserError(f"placement: unknown policy {self.placement!r} (known: {', '.join(PLACEMENTS)})")
+        sizes = self.vram if isinstance(self.vram, tuple) else () if self.vram is None else (self.vram,)
+        for size in sizes:
+            if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+                raise UserError(f"vram: must be positive, got {size!r}")
+        if isinstance(self.vram, tuple) and len(self.vram) != self.devices:
+            raise UserError(
+                f"vram: {len(self.vram)} sizes for {self.devices} device(s): give one size for every "
+                "device, or one per device (--devices sets how many)"
+            )
         if self.host_ram is not None and self.host_ram <= 0:
             raise UserError(f"host_ram: must be positive, got {self.host_ram}")
         return self
+
+    def vram_of(self, device: int) -> int | None:
+        """Device `device`'s VRAM override in bytes (None: the profile's, or the card's)."""
+        return self.vram[device] if isinstance(self.vram, tuple) else self.vram
 
     def with_overrides(self, **overrides: Any) -> PipelineConfig:
         """A copy with every non-None override applied (how CLI flags beat the file)."""
@@ -113,13 +134,14 @@ class PipelineConfig:
 _TOML_KEYS: dict[tuple[str, str], tuple[str, Any]] = {
     ("gpus", "devices"): ("devices", "devices"),
     ("gpus", "gpu_workers_per_device"): ("gpu_workers_per_device", int),
+    ("gpus", "placement"): ("placement", str),
     ("synthesis", "partition_workers"): ("partition_workers", int),
     # cuzk's later name for the same cap on partition syntheses running at once (0 = 18)
     ("pipeline", "max_parallel_synthesis"): ("partition_workers", "parallel_synthesis"),
     ("pipeline", "max_gpu_queue_depth"): ("max_gpu_queue_depth", int),
     ("memory", "total_budget"): ("total_budget", "budget"),
     ("memory", "safety_margin"): ("safety_margin", "size"),
-    ("hardware", "vram"): ("vram", "size"),
+    ("hardware", "vram"): ("vram", "sizes"),
     ("hardware", "host_ram"): ("host_ram", "size"),
     ("workload", "name"): ("workload", str),
     ("workload", "partitions"): ("partitions", int),
@@ -174,6 +196,8 @@ def _convert(section: str, key: str, value: Any, how: Any) -> Any:
     where = f"[{section}] {key}"
     if how == "size":
         return parse_size(value, where)
+    if how == "sizes":
+        return vram_sizes(value, where)
     if how == "count":
         return parse_count(value, where, 1)
     if how == "budget":
@@ -193,9 +217,28 @@ def _convert(section: str, key: str, value: Any, how: Any) -> Any:
             raise TypeError
         if how is float and isinstance(value, bool):
             raise TypeError
+        if how is str and not isinstance(value, str):
+            raise TypeError
         return how(value)
     except (TypeError, ValueError):
         raise UserError(f"{where}: expected {how.__name__}, got {value!r}") from None
+
+
+def vram_sizes(value: Any, where: str) -> int | tuple[int, ...]:
+    """VRAM as given: one size (every device), or a list of one size per device (a
+    comma-separated string on the command line, a TOML array in a file).  A list of one
+    is that one size."""
+    if isinstance(value, str) and "," in value:
+        value = value.split(",")
+    if not isinstance(value, list):
+        return parse_size(value, where)
+    if not value:
+        raise UserError(f"{where}: give at least one size")
+    sizes = tuple(
+        parse_size(v.strip() if isinstance(v, str) else v, f"{where} (device {d})")
+        for d, v in enumerate(value)
+    )
+    return sizes[0] if len(sizes) == 1 else sizes
 
 
 def read_config_table(data: dict[str, Any], source: str = "config") -> dict[str, Any]:

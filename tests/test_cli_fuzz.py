@@ -64,7 +64,18 @@ SIZE_OPTIONS = {
 AXES = {"gpu_workers", "partition_workers", "concurrency"}
 BAD_AXIS = ["banana", "4..1", "1..", "..4", "1..4:0", "1..4:-1", "1,,2", "0", "-1", "1e999"]
 #: Options that only choose among names: any name not among them is malformed.
-NAME_OPTIONS = {"design", "profile", "backend", "workload", "x", "y", "base", "b_g2_on", "circuit"}
+NAME_OPTIONS = {
+    "design",
+    "profile",
+    "backend",
+    "workload",
+    "x",
+    "y",
+    "base",
+    "b_g2_on",
+    "circuit",
+    "placement",
+}
 OUTPUT_PATHS = {"trace", "plot", "out", "timeline"}
 #: A directory the command creates if it must: malformed when it cannot be one.
 BAD_DIRECTORY = ["{tmp}/file.toml", "{tmp}/file.toml/below", "\x00"]

@@ -20,7 +20,7 @@ from design_kit import Recipe, build, recipes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simgpu.config import PipelineConfig, Workload
+from simgpu.config import PLACEMENTS, PipelineConfig, Workload
 from simgpu.events import partition_sequence
 from simgpu.model.sim import SimRuntime
 from simgpu.profile import profile_from_dict
@@ -66,6 +66,7 @@ configs = st.builds(
     PipelineConfig,
     devices=st.integers(1, 2),
     gpu_workers_per_device=st.integers(1, 3),
+    placement=st.sampled_from(PLACEMENTS),
     partition_workers=st.integers(1, 4),
     max_gpu_queue_depth=st.integers(0, 3),
     proofs=st.integers(1, 5),

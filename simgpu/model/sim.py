@@ -62,15 +62,18 @@ class SimRuntime(RuntimeBase):
                 f"host RAM of {host_ram:,} bytes is not more than the {hw.host_resident:,} bytes "
                 f"resident on the host in profile {profile.name} (raise --host-ram)"
             )
-        vram = config.vram if config.vram is not None else hw.vram
+        # each device its own capacity: --vram for every device, one per device, or the profile's
+        vrams = [hw.vram if config.vram_of(d) is None else config.vram_of(d) for d in range(config.devices)]
         resident = self.resolved.vram_resident
-        if vram <= resident:
-            raise UserError(
-                f"--vram {vram} bytes is not more than the {resident} bytes resident "
-                f"on the device in profile {profile.name}"
-            )
+        for d, vram in enumerate(vrams):
+            if vram <= resident:
+                on = f" (gpu{d})" if config.devices > 1 else ""
+                raise UserError(
+                    f"--vram {vram} bytes{on} is not more than the {resident} bytes resident "
+                    f"on the device in profile {profile.name}"
+                )
         now = self.now
-        self.vram = [vram_ledger(d, vram, resident, clock=now) for d in range(config.devices)]
+        self.vram = [vram_ledger(d, vram, resident, clock=now) for d, vram in enumerate(vrams)]
         self.host = host_ledger(host_ram, hw.host_resident, clock=now)
         # One driver process drives every device: one interpreter lock, one result channel.
         capacity: dict[Any, float] = {
@@ -97,10 +100,12 @@ class SimRuntime(RuntimeBase):
         self._noise = {st.name: _lognormal_params(st.noise_cv) for st in self.resolved.stages.values()}
         too_big = "circuit too big for this profile"
         need = self.resolved.vram_peak(("prestage", "kernels"))
-        if need > vram - resident:
+        # On mixed cards a partition may fit only some of them: the run goes ahead, and a
+        # partition placed on a card too small runs out of memory there (a prediction).
+        if need > max(vrams) - resident:
             raise UserError(
                 f"a partition of {workload.constraints:,} constraints needs {need / 2**30:.1f} GiB of "
-                f"VRAM at its peak, more than the {(vram - resident) / 2**30:.1f} GiB free on an "
+                f"VRAM at its peak, more than the {(max(vrams) - resident) / 2**30:.1f} GiB free on an "
                 f"idle device: {too_big} (raise --vram or lower --constraints)"
             )
         host_need = sum(size for _, size in self.resolved.stages["synthesis"].host_out)

@@ -104,7 +104,9 @@ class ProverSettings:
 
     backend: str = "cpu"  # "cpu" or "cupy"
     devices: int = 1
-    vram_limit: int | None = None
+    #: each device's pool cap in bytes: one for every device, or one per device (mixed
+    #: cards); None = the card's own memory
+    vram_limit: int | tuple[int, ...] | None = None
     partition_workers: int = 2
     b_g2_threads: int = B_G2_THREADS
     #: where b_g2_msm runs: "cpu" (the G2 pool, outside the GPU lock: supraseal) or "gpu"
@@ -117,6 +119,10 @@ class ProverSettings:
     safety_margin: int = 2 << 30
     seed: int = 0
     circuit: str = FAMILIES[0]  # the circuit family proved (simgpu.prover.circuits.circuit_spec)
+
+    def vram_limit_of(self, device: int) -> int | None:
+        """Device `device`'s pool cap (None: uncapped)."""
+        return self.vram_limit[device] if isinstance(self.vram_limit, tuple) else self.vram_limit
 
     def spec(self, constraints: int) -> CircuitSpec:
         """The circuit of `constraints` rows these settings prove."""
@@ -141,6 +147,8 @@ class ProverSettings:
             raise UserError(f"--backend {self.backend!r}: unknown (known: {', '.join(BACKENDS)})")
         if self.b_g2_on not in ("cpu", "gpu"):
             raise UserError(f"--b-g2-on {self.b_g2_on!r}: must be cpu or gpu")
+        if isinstance(self.vram_limit, tuple) and len(self.vram_limit) != self.devices:
+            raise UserError(f"--vram: {len(self.vram_limit)} sizes for {self.devices} device(s)")
         if self.circuit not in FAMILIES:
             raise UserError(f"--circuit {self.circuit!r}: unknown (known: {', '.join(FAMILIES)})")
         k = self.b_g2_threads
@@ -194,9 +202,9 @@ class ProverExecutor:
             spec, SETUP_SEED, settings.keys_dir, self.backends[0] if settings.backend == "cupy" else None
         )
         if settings.vram_limit and settings.backend == "cupy":
-            for b in self.backends:
+            for d, b in enumerate(self.backends):
                 b.pool.free_all_blocks()
-                b.set_vram_limit(settings.vram_limit)
+                b.set_vram_limit(settings.vram_limit_of(d))
         for b in self.backends:
             groth16.preload(self.pk, b)
         self._pool: ProcessPoolExecutor | None = None
@@ -249,13 +257,13 @@ class ProverExecutor:
             from simgpu.prover.cupy_device import CupyDevice
 
             try:
-                return CupyDevice(device=device, vram_limit=s.vram_limit if capped else None, **kw)
+                return CupyDevice(device=device, vram_limit=s.vram_limit_of(device) if capped else None, **kw)
             except SimgpuError as e:
                 raise SimgpuError(f"{e} (without a GPU, --backend cpu runs small circuits)") from None
         if s.backend == "cpu":
             from simgpu.prover.cpu_device import CpuDevice
 
-            return CpuDevice(vram_limit=s.vram_limit, device=device, **kw)
+            return CpuDevice(vram_limit=s.vram_limit_of(device), device=device, **kw)
         raise UserError(f"unknown backend {s.backend!r} (cupy or cpu)")
 
     def _warm_up(self) -> None:
@@ -263,13 +271,14 @@ class ProverExecutor:
         and pinned copies happen here, not in the first measured partition.  The warm-up
         proof is verified too; a card too small for one partition is a user error."""
         synth = synthesize(self.spec, 0)
-        for b in self.backends:
+        for d, b in enumerate(self.backends):
             try:
                 proof = groth16.prove(self.pk, synth, b, b_g2=lambda p, b=b: self._b_g2(p, b))
             except OutOfMemory as e:
+                on = f" (gpu{d})" if self.settings.devices > 1 else ""
                 raise UserError(
-                    f"--vram {self.settings.vram_limit}: one partition of {self.spec.constraints:,} "
-                    f"constraints does not fit ({e})"
+                    f"--vram {self.settings.vram_limit_of(d)}{on}: one partition of "
+                    f"{self.spec.constraints:,} constraints does not fit ({e})"
                 ) from None
             if not groth16.verify(self.vk, synth.public_inputs, proof):
                 raise ProofInvalid("the warm-up proof did not verify: the prover is broken here")

@@ -6,7 +6,9 @@ partitions; each partition takes its share of the host-memory budget, waits for 
 of the synthesis pool (`partition_workers`), is synthesised and prepped on the CPU and
 put on the GPU queue (bounded by `max_gpu_queue_depth`: a full queue holds the
 synthesis slot, which is the backpressure).  `gpu_workers_per_device` workers per device
-take partitions off the queue and run the design on each.  A partition ends completed
+take partitions off the queue and run the design on each; which device a partition goes
+to is the placement policy's (simgpu.sched.placement: one shared queue, or a dispatcher
+handing each partition to a worker of the device the policy chose).  A partition ends completed
 or failed with a reason; a proof fails if any of its partitions does, and its partitions
 still queued are then abandoned rather than proved for nothing.
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.errors import DesignError, OutOfMemory, RunStopped, SimgpuError
+from simgpu.sched.placement import PEAK_STAGES, DeviceView, Placement, make_placement
 from simgpu.sched.runtime import Proc, Queue, Runtime, Semaphore
 from simgpu.sched.work import Partition, Proof, Worker
 
@@ -52,9 +55,17 @@ class Daemon:
         self.pool: Semaphore = self.rt.semaphore("partition_workers", cfg.partition_workers)
         self.budget: Semaphore = self.rt.semaphore("host_budget", self.rt.host_budget())
         self.reserved: dict[Partition, int] = {}  # what each live partition holds of the budget
+        self.placement: Placement = make_placement(cfg.placement)
         workers = [
             Worker(device, i) for device in range(cfg.devices) for i in range(cfg.gpu_workers_per_device)
         ]
+        self.workers = workers
+        dispatcher = None
+        if self.placement.dispatches:
+            # workers say when they are idle; each device has its own queue of placed partitions
+            self.idle: Queue = self.rt.queue("idle_workers")
+            self.placed: list[Queue] = [self.rt.queue(f"gpu{d}/placed") for d in range(cfg.devices)]
+            dispatcher = self.rt.spawn(self.dispatcher(), "dispatcher")
         worker_tasks = [
             self.rt.spawn(self.gpu_worker(w), w.name, device=w.device, worker=w.name) for w in workers
         ]
@@ -69,8 +80,12 @@ class Daemon:
             ]
         for task in arrivals:
             yield task
-        for _ in workers:  # one stop sign per worker, behind all real work
-            yield self.queue.put(None)
+        if dispatcher is not None:
+            yield self.queue.put(None)  # the dispatcher hands each worker its stop sign
+            yield dispatcher
+        else:
+            for _ in workers:  # one stop sign per worker, behind all real work
+                yield self.queue.put(None)
         for task in worker_tasks:
             yield task
         return proofs
@@ -191,11 +206,69 @@ class Daemon:
 
     # ---------------------------------------------------------------- GPU workers
 
-    def gpu_worker(self, worker: Worker) -> Proc:
+    def dispatcher(self) -> Proc:
+        """Place each ready partition, in queue order, on the device the policy chooses
+        (simgpu.sched.placement), and hand it to an idle worker there."""
+        rt, policy, n = self.rt, self.placement, self.config.devices
+        idle = [0] * n
+        committed = [0] * n
+        # per partition, its placements not yet finished: (device, need), oldest first
+        open_: dict[Partition, list[tuple[int, int]]] = {}
+
+        def note(msg: tuple[Worker, Partition | None]) -> None:
+            worker, finished = msg
+            idle[worker.device] += 1
+            if finished is not None:
+                device, need = open_[finished].pop(0)
+                if not open_[finished]:
+                    del open_[finished]
+                committed[device] -= need
+
         while True:
             part = yield self.queue.get()
             if part is None:
+                break
+            need = rt.vram_estimate(part, *PEAK_STAGES)
+            while True:
+                while len(self.idle):  # what the workers said since: nothing here waits
+                    note((yield self.idle.get()))
+                views = [
+                    DeviceView(d, idle[d], rt.vram_free(d), rt.vram_capacity(d), committed[d])
+                    for d in range(n)
+                ]
+                device = policy.choose(need, views)
+                if device is None and sum(idle) == len(self.workers):
+                    device = policy.overflow(need, views)  # nothing in flight can make room
+                if device is not None:
+                    break
+                note((yield self.idle.get()))  # a worker finishing is what can change the answer
+            idle[device] -= 1
+            committed[device] += need
+            open_.setdefault(part, []).append((device, need))
+            rt.record(
+                "partition_placed",
+                proof=part.proof.id,
+                partition=part.index,
+                device=device,
+                placement=policy.name,
+                need=need,
+                available=views[device].available,
+            )
+            yield self.placed[device].put(part)
+        for w in self.workers:
+            yield self.placed[w.device].put(None)
+
+    def gpu_worker(self, worker: Worker) -> Proc:
+        finished: Partition | None = None
+        while True:
+            if self.placement.dispatches:
+                yield self.idle.put((worker, finished))
+                part = yield self.placed[worker.device].get()
+            else:
+                part = yield self.queue.get()
+            if part is None:
                 return
+            finished = part
             # when this worker took it: the end of its wait in the queue (cuzk's GPU_PICKUP)
             self.rt.record("partition_picked", proof=part.proof.id, partition=part.index)
             if part.proof.failed:

@@ -17,6 +17,7 @@ from simgpu.profile.tomlwrite import dumps
 KEYS: dict[str, tuple[str, str]] = {
     "devices": ("gpus", "devices"),
     "gpu_workers_per_device": ("gpus", "gpu_workers_per_device"),
+    "placement": ("gpus", "placement"),
     "partition_workers": ("synthesis", "partition_workers"),
     "max_gpu_queue_depth": ("pipeline", "max_gpu_queue_depth"),
     "total_budget": ("memory", "total_budget"),
@@ -60,6 +61,8 @@ def config_table(cfg: PipelineConfig) -> dict[str, dict[str, Any]]:
             value = list(range(value))  # cuzk lists GPU ordinals; simgpu reads how many
         elif f.name in _SIZES and isinstance(value, int):
             value = _size(value)
+        elif f.name in _SIZES and isinstance(value, tuple):  # one VRAM size per device
+            value = [_size(v) for v in value]
         section, key = KEYS[f.name]
         doc.setdefault(section, {})[key] = value
     return doc
