@@ -123,10 +123,11 @@ WHERE = {
 }
 
 
-def placed_times(log: CuzkLog) -> list[float]:
-    """The time (s) each CUZK_TIMING sample was printed: such a line carries no time, so
-    it is placed between the TIMELINE lines around it, in proportion to its position
-    among the lines between them."""
+def brackets(log: CuzkLog) -> list[tuple[float, float, float]]:
+    """Where each CUZK_TIMING sample was printed (ms): (the offset of the TIMELINE line
+    before it, of the one after it, and its place between them).  Such a line carries no
+    time, so it is placed between the TIMELINE lines around it, in proportion to its
+    position among the lines between them."""
     positions = [p for p, _ in log.clock]
     offsets: list[float] = []
     for _, off in log.clock:  # cuzk's lines can be a millisecond out of order
@@ -135,14 +136,45 @@ def placed_times(log: CuzkLog) -> list[float]:
     for s in log.samples:
         i = bisect.bisect_right(positions, s.position)
         if i == 0:
-            t = offsets[0]
+            out.append((offsets[0], offsets[0], offsets[0]))
         elif i == len(positions):
-            t = offsets[-1]
+            out.append((offsets[-1], offsets[-1], offsets[-1]))
         else:
             (pa, oa), (pb, ob) = (positions[i - 1], offsets[i - 1]), (positions[i], offsets[i])
-            t = oa + (ob - oa) * (s.position - pa) / (pb - pa)
-        out.append(t * QUANTUM)
+            out.append((oa, ob, oa + (ob - oa) * (s.position - pa) / (pb - pa)))
     return out
+
+
+class _Acquisitions:
+    """When each hold of the GPU mutex began, from the TIMELINE clock where the log pins
+    it: a worker prints GPU_START just before its call enters gpu_prove_start, the call
+    asks for the mutex pre_lock_cpu_ms later and has it mutex_wait_ms after that, and then
+    prints the lock line.  So of the partitions not yet matched whose GPU_START line comes
+    before the lock line, the one whose GPU_START + pre_lock_cpu_ms + mutex_wait_ms falls
+    where the lock line is (between the TIMELINE lines around it, give or take the
+    truncations) started this hold.  Where no partition or more than one does, the hold is
+    placed by its release line instead."""
+
+    def __init__(self, log: CuzkLog) -> None:
+        ev = sorted(
+            (p.events["GPU_START"].offset_ms, p.events["GPU_START"].line) for p in log.partitions.values()
+        )
+        self.starts = [o for o, _ in ev]
+        self.lines = [line for _, line in ev]
+        self.taken = [False] * len(ev)
+
+    def at(self, line: int, pre_ms: int, wait_ms: int, before: float, after: float) -> float | None:
+        """Seconds, or None where the log does not pin it."""
+        # each of the three terms is truncated (the sum up to 3 ms short), and so are the
+        # bracket's offsets (the line up to 1 ms after the later one)
+        lo = bisect.bisect_left(self.starts, before - 3 - pre_ms - wait_ms)
+        hi = bisect.bisect_right(self.starts, after + 1 - pre_ms - wait_ms)
+        free = [i for i in range(lo, hi) if not self.taken[i] and self.lines[i] < line]
+        if len(free) != 1:
+            return None
+        self.taken[free[0]] = True
+        # the middle of each truncated millisecond; a 0 ms wait or pre-lock stays 0 (_wait)
+        return (self.starts[free[0]] + 0.5) * QUANTUM + _wait(pre_ms) + _wait(wait_ms)
 
 
 def samples(log: CuzkLog) -> Samples:
@@ -155,18 +187,25 @@ def samples(log: CuzkLog) -> Samples:
     phases: dict[str, list[float]] = {f: [] for f in PHASE_FIELDS}
     gpu_total, waits, pre_lock = [], [], []
     by_kind = {"prep": ("prep", "prep_msm_ms"), "b_g2": ("b_g2_msm", "b_g2_msm_ms")}
-    for s, t in zip(log.samples, placed_times(log), strict=True):
+    acquired = _Acquisitions(log)
+    holds: list[float | None] = []  # the open holds' starts, first in first out (as read_log pairs them)
+    for s, (before, after, at) in zip(log.samples, brackets(log), strict=True):
         v = s.values
+        t = at * QUANTUM
         if s.kind in by_kind:
             stage, key = by_kind[s.kind]
             d = _dur(v[key])
             stages[stage].append(Job(stage, d, t - d, t, QUANTUM**2 / 12))
         elif s.kind == "held":
             d = _dur(v["mutex_held_ms"])
-            stages["held"].append(Job("kernels", d, t - d, t, QUANTUM**2 / 12))
+            start = holds.pop(0)
+            if start is None:
+                start = t - d
+            stages["held"].append(Job("kernels", d, start, start + d, QUANTUM**2 / 12))
         elif s.kind == "lock":
             waits.append(_wait(v["mutex_wait_ms"]))
             pre_lock.append(_wait(v["pre_lock_cpu_ms"]))
+            holds.append(acquired.at(s.line, v["pre_lock_cpu_ms"], v["mutex_wait_ms"], before, after))
         elif s.kind == "ntt_msm_h":
             phases["ntt_msm_h"].append(_dur(v["ntt_msm_h_ms"]))
         elif s.kind == "batch_add":
