@@ -116,8 +116,9 @@ def test_simgpu_writes_the_lines_it_reads(tmp_path):
 
 def test_a_log_of_the_model_gives_back_the_model(tmp_path):
     """The seed profile's run written as a log, fitted on the seed: the fit finds the
-    stage times, noise and memory-bandwidth bounds it was made with, and predicts other
-    concurrencies as the seed does."""
+    stage times, noise and memory-bandwidth bounds it was made with, under the seed's own
+    law (host memory bandwidth conserved, thrashing past its knee, the GPU part's copies
+    drawing on it through the link), and predicts other concurrencies as the seed does."""
     prof, cfg, result = seed_run()
     log, out = tmp_path / "model.log", tmp_path / "model.toml"
     write_timeline(log, result, cfg, prof.workload().constraints, cores=96)
@@ -131,15 +132,17 @@ def test_a_log_of_the_model_gives_back_the_model(tmp_path):
     for stage in ("synthesis", "prep", "b_g2_msm"):
         assert fits[stage].t0 == pytest.approx(truth[stage].seconds, rel=0.03), stage
         assert fits[stage].cv == pytest.approx(0.03, abs=0.015), stage
-        membw = next(b for b in fits[stage].bounds if b.resource == "membw")
-        assert membw.fitted and membw.bound == pytest.approx(
-            dict(truth[stage].phases[0].uses)["membw"].bound, abs=0.08
-        )
-        cores = next(b for b in fits[stage].bounds if b.resource == "cores")
-        assert not cores.fitted and "never oversubscribed" in cores.why  # 96 cores: not identifiable
+        # the seed's CPU stages lean on host memory alone (no cores term to fit or keep)
+        (membw,) = fits[stage].bounds
+        assert membw.resource == "membw" and membw.fitted and membw.law.startswith("conserved law")
+        assert membw.bound == pytest.approx(dict(truth[stage].phases[0].uses)["membw"].bound, abs=0.08)
     held = truth["prestage"].seconds + truth["kernels"].seconds
     assert fits["held"].t0 == pytest.approx(held, rel=0.01)
     assert got.resolve(n).stages["epilogue"].seconds == pytest.approx(truth["epilogue"].seconds, rel=0.2)
+    # the fitted profile shares host memory as its base does, and says under which law
+    assert got.contention == prof.contention
+    header = out.read_text().split("\n[", 1)[0]
+    assert "synthesis.membw (conserved law, thrashing past 2.68 x capacity, loss 0.13)" in header
     design = resolve_design("single-lock")
     for j in (1, 3):
         other = PipelineConfig(proofs=4, concurrency=j, partition_workers=20)
@@ -149,15 +152,23 @@ def test_a_log_of_the_model_gives_back_the_model(tmp_path):
 
 
 def test_a_term_the_base_lacks_is_added_where_the_log_shows_it(tmp_path):
-    """Kernels that lean on the host's cores (as the CPU backend's do, or a GPU stage that
-    streams from host memory): a log of such a machine, fitted on the seed (whose kernels
-    use the GPU only), gains the cores term; the GPU's bound makes room for it."""
+    """Kernels that lean on the host's cores (as the CPU backend's do): a log of such a
+    machine, fitted on a base whose kernels use the GPU and the link only, gains the cores
+    term in every phase, and the device bounds make room for it.
+
+    The seed's kernels phases carry their own uses (gpu, and h2d through host memory), so
+    the term goes into each phase; and the seed's CPU stages no longer use cores at all, so
+    the base here gives synthesis a cores demand (4 threads, its pace set by memory: bound
+    0) for the kernels' host thread to contend with."""
     raw = tomllib.loads(find_profile("seed-rtx5070ti").read_text())
     raw["hardware"]["cpu_cores"] = 16
-    raw["stages"]["kernels"]["uses"] = {
-        "gpu": {"demand": 1, "bound": 0.6},
-        "cores": {"demand": 1, "bound": 0.4},
-    }
+    raw["stages"]["synthesis"]["uses"]["cores"] = {"demand": 4, "bound": 0.0}
+    base_path = tmp_path / "base.toml"
+    base_path.write_text(dumps(_inline_laws(raw)))
+    for ph in raw["stages"]["kernels"]["phases"]:
+        device = {r: {"demand": u["demand"], "bound": 0.6 * u["bound"]} for r, u in ph["uses"].items()}
+        ph["uses"] = device | {"cores": {"demand": 1, "bound": 0.4}}
+    raw["stages"]["prestage"]["uses"] = {"cores": {"demand": 1, "bound": 0.4}}
     truth_path = tmp_path / "truth.toml"
     truth_path.write_text(dumps(_inline_laws(raw)))
     truth = load_profile(truth_path)
@@ -169,13 +180,18 @@ def test_a_term_the_base_lacks_is_added_where_the_log_shows_it(tmp_path):
     result = SimRuntime(truth, cfg(2), truth.workload(), seed=1).run(design.fn)
     log, out = tmp_path / "k.log", tmp_path / "k.toml"
     write_timeline(log, result, cfg(2), truth.workload().constraints, cores=16)
-    fitted = fit_from_log(log, out)
+    fitted = fit_from_log(log, out, base=str(base_path))
     assert any("kernels: cores term added" in n for n in fitted.notes)
+    (cores,) = [b for b in fitted.fits["held"].bounds if b.fitted]
+    assert cores.resource == "cores" and cores.law == "proportional law"
     got = load_profile(out)
-    uses = dict(got.resolve(truth.workload().constraints).stages["kernels"].phases[0].uses)
-    assert uses["cores"].bound == pytest.approx(0.4, abs=0.05)
-    assert uses["gpu"].bound == pytest.approx(1 - uses["cores"].bound)
-    assert "membw" not in uses  # its load rose with the cores': one of them is fitted
+    for ph in got.resolve(truth.workload().constraints).stages["kernels"].phases:
+        uses = dict(ph.uses)
+        assert uses["cores"].bound == pytest.approx(0.4, abs=0.05), ph.name
+        device = sum(u.bound for r, u in uses.items() if r in ("gpu", "h2d"))
+        assert device == pytest.approx(1 - uses["cores"].bound, abs=1e-3), ph.name
+        # the kernels already reach host memory through the link: no second membw term
+        assert "membw" not in uses, ph.name
     for j in (1, 3):
         want = predict(truth, cfg(j), truth.workload(), design, runs=3).aggregate()["throughput_s_per_proof"]
         have = predict(got, cfg(j), got.workload(), design, runs=3).aggregate()["throughput_s_per_proof"]
@@ -374,26 +390,33 @@ def test_a_profile_fitted_from_a_cpu_runs_log_predicts_it_and_another_concurrenc
     profile predicts that run's throughput within 5%, and a run at another concurrency
     within 10%.
 
-    The second comparison sets two real runs side by side, and on a shared machine the
-    same run can take 30% longer from one minute to the next (measured on the machine
-    this was written on): so the fitted configuration is run again after the other one,
-    and the comparison counts only when the host kept its speed (the repeat within 5% of
-    the first).  Three tries at most; if the host never holds still, the test says so and
-    skips rather than blame the model for the host."""
+    The second comparison sets real runs side by side, and on a shared machine the same
+    run can take 30% longer from one minute to the next (measured on the machine this was
+    written on).  So both configurations are run twice, alternating (fitted, other,
+    fitted, other: a steady drift cancels in the means), and the comparison counts only
+    when the host kept its speed for each (each repeat within 5% of its first run): a
+    repeat of the fitted configuration alone once passed at +2.4% while the other run
+    between them was 45% out.  Three tries at most; if the host never holds still, the
+    test says so and skips rather than blame the model for the host.  On an idle machine
+    the repeats agree within a few percent and the first try compares."""
     keys = tmp_path / "keys"
     tries = []
     for _ in range(3):
         log = tmp_path / "run.log"
-        fit_run = real(keys, 2, log)
+        fit_run = real(keys, 2, log)["throughput_s_per_proof"]
         out = tmp_path / "fitted.toml"
         r = CliRunner().invoke(app, ["calibrate", "--from-log", str(log), "--out", str(out)])
         assert r.exit_code == 0, r.output
-        own = predicted(out, 2) / fit_run["throughput_s_per_proof"] - 1
+        own = predicted(out, 2) / fit_run - 1
         assert abs(own) <= 0.05, f"the fitted run: predicted {100 * own:+.1f}% off"
-        other = predicted(out, 3) / real(keys, 3)["throughput_s_per_proof"] - 1
-        drift = real(keys, 2)["throughput_s_per_proof"] / fit_run["throughput_s_per_proof"] - 1
-        tries.append(f"predicted {100 * other:+.1f}% off, host drift {100 * drift:+.1f}%")
-        if abs(drift) <= 0.05:
+        first, again, second = (real(keys, j)["throughput_s_per_proof"] for j in (3, 2, 3))
+        other = predicted(out, 3) / ((first + second) / 2) - 1
+        drift = (again / fit_run - 1, second / first - 1)
+        tries.append(
+            f"predicted {100 * other:+.1f}% off, host drift {100 * drift[0]:+.1f}% (-j 2) "
+            f"and {100 * drift[1]:+.1f}% (-j 3)"
+        )
+        if max(abs(d) for d in drift) <= 0.05:
             assert abs(other) <= 0.10, f"another concurrency: {tries[-1]}"
             break
     else:

@@ -6,14 +6,17 @@ reads it; docs/log-format.md maps each of its fields to simgpu's stages).  From 
 * each stage's time and its noise: synthesis from the TIMELINE intervals, prep,
   b_g2_msm and the GPU part under the mutex from the CUZK_TIMING durations, the
   epilogue from what the GPU call leaves over;
-* the contention laws: a stage's time against what else ran beside it.  Each sample's
-  load on a shared resource is the demand of the jobs that ran beside it, piece by piece
-  (their demands are the base profile's), and the bound fraction of each resource the
-  stage leans on is the one under which the work the samples imply, as the model applies
-  the law (simgpu.model.contention: speed 1 / (1 + sum_r bound_r g_r), g_r the resource's
-  oversubscription), is most alike across them.  A bound is fitted only where the log
-  shows the stage at several load levels; otherwise it is not identifiable and the
-  base's stays;
+* the contention laws: a stage's time against what else ran beside it, under the law
+  the base profile shares each resource by (proportional, or conserved with its
+  thrashing past a knee; each GPU's copies drawing on host memory through the link).
+  Each sample's life is cut where the jobs beside it start and end (their demands are
+  the base's), and in each piece its speed is what the model's own evaluator
+  (simgpu.model.contention: resource_factor, job_stretch) gives for those jobs and the
+  stages' bounds; the bounds are those under which the work the samples imply is most
+  alike, for all stages at once (under the conserved law a stage's bound sets what its
+  jobs draw, so what every other stage beside them sees).  A bound is fitted only where
+  the log can pin it (enough samples, a resource oversubscribed beside them, a small
+  standard error); otherwise it is not identifiable and the base's stays;
 * the configuration: from the daemon's startup lines, else from --config (a cuzk TOML),
   else inferred from the log (and said so).
 
@@ -31,6 +34,7 @@ import copy
 import statistics
 import time
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +54,8 @@ from simgpu.calibrate.cuzklog import (
 from simgpu.calibrate.refit import _inline_laws
 from simgpu.config import PipelineConfig, Workload, load_toml, read_config_table
 from simgpu.errors import UserError
+from simgpu.model import hostmem
+from simgpu.model.contention import Thrash, job_stretch, resource_factor
 from simgpu.profile import Law, PointsLaw, Profile, find_profile, load_profile, profile_from_dict
 from simgpu.profile.schema import uses_at
 from simgpu.profile.tomlwrite import Inline, dumps
@@ -57,17 +63,20 @@ from simgpu.profile.tomlwrite import Inline, dumps
 #: Fewest samples a stage's time and noise are fitted from.
 MIN_SAMPLES = 3
 #: Fewest samples, and least spread of a resource's oversubscription across them, that a
-#: contention bound is fitted from; below either the bound is not identifiable.
+#: contention bound is fitted from; below either the bound is not identifiable (the spread
+#: under the proportional law only: see stage_data).
 MIN_CONTENTION_SAMPLES = 8
 MIN_SPREAD = 0.05
 #: The host resources whose bounds a log can fit (the interpreter lock and the driver's
 #: result channel are simgpu's own prover's: kept from the base).
 FITTED_RESOURCES = ("membw", "cores")
-#: Host terms a fit may add to a stage whose base profile has none: the GPU part under
-#: the mutex is driven by a host thread (a core) and streams its bases from host memory
-#: (DESIGN.md: GPU stages slow when synthesis saturates DDR).  Its own bandwidth demand is
-#: not in a log, so it is 0: the term slows the kernels, it does not load the others.
-CANDIDATES: dict[str, dict[str, float]] = {"kernels": {"cores": 1.0, "membw": 0.0}}
+#: Host terms a fit may add to the GPU part under the mutex where its base has none: it
+#: is driven by a host thread (a core) and streams its bases from host memory (DESIGN.md:
+#: GPU stages slow when synthesis saturates DDR).  Its own bandwidth demand is not in a
+#: log, so it is 0: the term slows the kernels, it does not load the others.  A term is
+#: offered only where no phase of the GPU part reaches the resource already (the seed's
+#: kernels reach host memory through the link: a second path would count it twice).
+CANDIDATES: dict[str, float] = {"cores": 1.0, "membw": 0.0}
 #: The log's resolution: cuzk truncates to whole milliseconds.
 QUANTUM = 1e-3
 #: Monte Carlo runs of the check prediction.
@@ -93,7 +102,7 @@ def _wait(ms: int) -> float:
 class Job:
     """One timed piece of work: a sample of a stage, placed in time (seconds)."""
 
-    stage: str  # the simgpu stage whose resource demands it exerts
+    stage: str  # a simgpu stage, or "held": the GPU part under the mutex (JOB_STAGES)
     seconds: float
     start: float
     end: float
@@ -123,10 +132,11 @@ WHERE = {
 }
 
 
-def placed_times(log: CuzkLog) -> list[float]:
-    """The time (s) each CUZK_TIMING sample was printed: such a line carries no time, so
-    it is placed between the TIMELINE lines around it, in proportion to its position
-    among the lines between them."""
+def brackets(log: CuzkLog) -> list[tuple[float, float, float]]:
+    """Where each CUZK_TIMING sample was printed (ms): (the offset of the TIMELINE line
+    before it, of the one after it, and its place between them).  Such a line carries no
+    time, so it is placed between the TIMELINE lines around it, in proportion to its
+    position among the lines between them."""
     positions = [p for p, _ in log.clock]
     offsets: list[float] = []
     for _, off in log.clock:  # cuzk's lines can be a millisecond out of order
@@ -135,14 +145,45 @@ def placed_times(log: CuzkLog) -> list[float]:
     for s in log.samples:
         i = bisect.bisect_right(positions, s.position)
         if i == 0:
-            t = offsets[0]
+            out.append((offsets[0], offsets[0], offsets[0]))
         elif i == len(positions):
-            t = offsets[-1]
+            out.append((offsets[-1], offsets[-1], offsets[-1]))
         else:
             (pa, oa), (pb, ob) = (positions[i - 1], offsets[i - 1]), (positions[i], offsets[i])
-            t = oa + (ob - oa) * (s.position - pa) / (pb - pa)
-        out.append(t * QUANTUM)
+            out.append((oa, ob, oa + (ob - oa) * (s.position - pa) / (pb - pa)))
     return out
+
+
+class _Acquisitions:
+    """When each hold of the GPU mutex began, from the TIMELINE clock where the log pins
+    it: a worker prints GPU_START just before its call enters gpu_prove_start, the call
+    asks for the mutex pre_lock_cpu_ms later and has it mutex_wait_ms after that, and then
+    prints the lock line.  So of the partitions not yet matched whose GPU_START line comes
+    before the lock line, the one whose GPU_START + pre_lock_cpu_ms + mutex_wait_ms falls
+    where the lock line is (between the TIMELINE lines around it, give or take the
+    truncations) started this hold.  Where no partition or more than one does, the hold is
+    placed by its release line instead."""
+
+    def __init__(self, log: CuzkLog) -> None:
+        ev = sorted(
+            (p.events["GPU_START"].offset_ms, p.events["GPU_START"].line) for p in log.partitions.values()
+        )
+        self.starts = [o for o, _ in ev]
+        self.lines = [line for _, line in ev]
+        self.taken = [False] * len(ev)
+
+    def at(self, line: int, pre_ms: int, wait_ms: int, before: float, after: float) -> float | None:
+        """Seconds, or None where the log does not pin it."""
+        # each of the three terms is truncated (the sum up to 3 ms short), and so are the
+        # bracket's offsets (the line up to 1 ms after the later one)
+        lo = bisect.bisect_left(self.starts, before - 3 - pre_ms - wait_ms)
+        hi = bisect.bisect_right(self.starts, after + 1 - pre_ms - wait_ms)
+        free = [i for i in range(lo, hi) if not self.taken[i] and self.lines[i] < line]
+        if len(free) != 1:
+            return None
+        self.taken[free[0]] = True
+        # the middle of each truncated millisecond; a 0 ms wait or pre-lock stays 0 (_wait)
+        return (self.starts[free[0]] + 0.5) * QUANTUM + _wait(pre_ms) + _wait(wait_ms)
 
 
 def samples(log: CuzkLog) -> Samples:
@@ -155,18 +196,25 @@ def samples(log: CuzkLog) -> Samples:
     phases: dict[str, list[float]] = {f: [] for f in PHASE_FIELDS}
     gpu_total, waits, pre_lock = [], [], []
     by_kind = {"prep": ("prep", "prep_msm_ms"), "b_g2": ("b_g2_msm", "b_g2_msm_ms")}
-    for s, t in zip(log.samples, placed_times(log), strict=True):
+    acquired = _Acquisitions(log)
+    holds: list[float | None] = []  # the open holds' starts, first in first out (as read_log pairs them)
+    for s, (before, after, at) in zip(log.samples, brackets(log), strict=True):
         v = s.values
+        t = at * QUANTUM
         if s.kind in by_kind:
             stage, key = by_kind[s.kind]
             d = _dur(v[key])
             stages[stage].append(Job(stage, d, t - d, t, QUANTUM**2 / 12))
         elif s.kind == "held":
             d = _dur(v["mutex_held_ms"])
-            stages["held"].append(Job("kernels", d, t - d, t, QUANTUM**2 / 12))
+            start = holds.pop(0)
+            if start is None:
+                start = t - d
+            stages["held"].append(Job("held", d, start, start + d, QUANTUM**2 / 12))
         elif s.kind == "lock":
             waits.append(_wait(v["mutex_wait_ms"]))
             pre_lock.append(_wait(v["pre_lock_cpu_ms"]))
+            holds.append(acquired.at(s.line, v["pre_lock_cpu_ms"], v["mutex_wait_ms"], before, after))
         elif s.kind == "ntt_msm_h":
             phases["ntt_msm_h"].append(_dur(v["ntt_msm_h_ms"]))
         elif s.kind == "batch_add":
@@ -368,6 +416,56 @@ def infer_design(log: CuzkLog) -> tuple[str, str]:
 
 # --------------------------------------------------------------------- contention
 
+#: The device resources.  The GPU mutex keeps one GPU part per device at a time, so only a
+#: job's own demand loads its device's (a log cannot place a CUZK_TIMING sample on a
+#: device, and need not); what a link carries loads host memory too (Sharing.through).
+DEVICE = ("gpu", "h2d")
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """How the base profile shares each resource, as the model's fluid share does:
+    simgpu.model.sim builds its FluidShare from the profile with the same
+    simgpu.model.hostmem functions (a device's resources named here by the resource)."""
+
+    capacity: dict[str, float]
+    conserved: frozenset[str]  # shared by the conserved law; the others by the proportional
+    thrash: dict[str, Thrash]  # efficiency lost past a knee
+    through: dict[str, str]  # a link -> the resource its bytes also cross (h2d -> membw)
+    bursty: frozenset[str]  # lock-like, shared burst by burst
+
+    def law(self, r: str) -> str:
+        """The law a bound on `r` is fitted under, in words."""
+        words = "conserved law" if r in self.conserved else "proportional law"
+        t = self.thrash.get(r)
+        if t is not None:
+            words += f", thrashing past {t.knee:g} x capacity, loss {t.loss:g}"
+        return words
+
+    def describe(self) -> str:
+        """Every fitted resource's law, and the links in series, in words."""
+        laws = [f"{r} by the {self.law(r)}" for r in FITTED_RESOURCES]
+        links = [f"each device's {a} draws on {b}" for a, b in self.through.items()]
+        return "; ".join(laws + links)
+
+
+def sharing(prof: Profile, cores: float) -> Sharing:
+    """The base's sharing, with the log's cores (the synthesis pool it reports)."""
+    hw = prof.hardware
+
+    def name(key: Any) -> str:
+        return key if isinstance(key, str) else key[0]  # ("h2d", device) -> "h2d"
+
+    capacity = {"membw": hw.membw_gbps, "cores": cores, "gil": 1.0, "driver_rx": 1.0}
+    capacity |= {"gpu": 1.0, "h2d": hw.h2d_gbps}
+    return Sharing(
+        capacity,
+        frozenset(name(k) for k in hostmem.conserved(prof, 1)),
+        {name(k): t for k, t in hostmem.thrashing(prof, 1).items() if t.loss > 0},
+        {name(k): v for k, v in hostmem.links(1).items()},
+        frozenset({"gil"}),  # as simgpu.model.sim declares it
+    )
+
 
 @dataclass
 class Bound:
@@ -376,6 +474,7 @@ class Bound:
     fitted: bool
     why: str
     demand: float | None = None  # set for a term the base lacks and the fit added
+    law: str = ""  # for a fitted bound, the law it was fitted under (Sharing.law)
 
 
 @dataclass
@@ -391,40 +490,81 @@ class StageFit:
     bounds: list[Bound]
 
 
-@dataclass(frozen=True)
+#: A stage bound: (stage, resource).  The model's jobs of one stage share their uses, so
+#: one number stands for every sample of the stage, whichever sample it slows or loads.
+Key = tuple[str, str]
+
+
+def make_room(bounds: dict[str, float]) -> dict[str, float]:
+    """A phase's bounds adding up to at most 1: where host terms push them over, the device
+    terms (which a log cannot see: the mutex keeps one job on the GPU) give up the
+    difference.  The fit evaluates what the written profile will hold (_Doc uses this)."""
+    host = sum(b for r, b in bounds.items() if r not in DEVICE)
+    device = sum(b for r, b in bounds.items() if r in DEVICE)
+    if host + device <= 1.0 + 1e-9 or device <= 0:
+        return bounds
+    scale = max(0.0, 1.0 - host) / device
+    return {r: b * scale if r in DEVICE else b for r, b in bounds.items()}
+
+
+@dataclass(frozen=True, eq=False)
 class PhaseUse:
     """How one phase of a stage leans on shared resources, as far as a log can place it."""
 
-    share: float  # of the stage's unloaded time (the base's, at the log's size)
-    uses: dict[str, tuple[float, float]]  # resource -> (demand, bound)
-    inherits: bool  # takes the stage's own uses (those are the bounds a fit writes)
+    seconds: float  # unloaded, the base's at the log's size (how a sample is cut)
+    uses: dict[str, tuple[float, float]]  # resource -> (demand, the base's bound)
+    keys: dict[str, Key]  # resource -> the stage bound it takes (what a fit writes); a
+    # resource not here is the phase's own use, at the base's bound
+    private: frozenset[str] = frozenset()  # candidate terms: they slow the phase, load no other
+
+    def at(self, table: dict[Key, float]) -> tuple[tuple[str, float, float], ...]:
+        """(resource, demand, bound) as the model submits the phase, with the stage bounds
+        in `table`."""
+        keys = self.keys
+        bounds = make_room({r: table[keys[r]] if r in keys else b for r, (_, b) in self.uses.items()})
+        return tuple((r, d, bounds[r]) for r, (d, _) in self.uses.items())
 
 
 def phase_uses(
     prof: Profile, n: int, extra: dict[str, dict[str, tuple[float, float]]] | None = None
 ) -> dict[str, list[PhaseUse]]:
-    """Per stage of the base, its phases' uses at size n (with `extra` stage-level uses
-    added).  A log times a stage, not its phases: each sample is cut into its phases in
-    the base's proportions, so that a phase with uses of its own (simgpu's synthesis hands
-    its result back through the driver's one result thread at its end) loads the others,
-    and is slowed, where it runs."""
+    """Per stage of the base, its phases' uses at size n, with `extra` (stage -> terms the
+    base lacks, resource -> (demand, bound)) added to every phase of the stage.  A log
+    times a stage, not its phases: each sample is cut into its phases, so that a phase
+    with uses of its own (simgpu's synthesis hands its result back through the driver's
+    one result thread at its end; a kernels phase streams its bases over the link) loads
+    the others, and is slowed, where it runs."""
     out: dict[str, list[PhaseUse]] = {}
     for name, st in prof.stages.items():
         where = f"[stages.{name}]"
-        own = {r: (u.demand, u.bound) for r, u in uses_at(st.uses, n, where).items()}
-        own |= (extra or {}).get(name, {})
-        times = [max(0.0, ph.time(n)) for ph in st.phases]
-        total = sum(times)
-        out[name] = [
-            PhaseUse(
-                t / total if total > 0 else 1 / len(times),
-                own
-                if ph.uses is None
-                else {r: (u.demand, u.bound) for r, u in uses_at(ph.uses, n, f"{where} {ph.name}").items()},
-                ph.uses is None,
-            )
-            for ph, t in zip(st.phases, times, strict=True)
-        ]
+        added = (extra or {}).get(name, {})
+        own = {r: (u.demand, u.bound) for r, u in uses_at(st.uses, n, where).items()} | added
+        phases = []
+        for ph in st.phases:
+            if ph.uses is None:
+                uses, keyed = own, own
+            else:
+                mine = uses_at(ph.uses, n, f"{where} {ph.name}")
+                uses, keyed = {r: (u.demand, u.bound) for r, u in mine.items()} | added, added
+            phases.append(PhaseUse(max(0.0, ph.time(n)), uses, {r: (name, r) for r in keyed}))
+        out[name] = phases
+    return out
+
+
+#: The base stages whose phases, one after another, make up a sample of each job kind
+#: (Job.stage): the GPU part under the mutex is the prestage, then the kernels.
+JOB_STAGES = {"held": ("prestage", "kernels")}
+
+
+def base_table(phases: dict[str, list[PhaseUse]]) -> dict[Key, float]:
+    """Every stage bound the phases take, at the base's value (a bound two stages share, at
+    the value of the stage it is named by)."""
+    out: dict[Key, float] = {}
+    for stage, ps in phases.items():
+        for ph in ps:
+            for r, k in ph.keys.items():
+                if k not in out or k[0] == stage:
+                    out[k] = ph.uses[r][1]
     return out
 
 
@@ -433,133 +573,282 @@ class Piece:
     """One phase of one sample, placed in its sample's interval."""
 
     job: int
-    phase: PhaseUse
+    kind: int  # which phase of which stage: an index into Timeline.kinds
     start: float
     end: float
 
 
-def pieces(
-    jobs: list[Job], phases: dict[str, list[PhaseUse]], splits: dict[int, list[float]] | None = None
-) -> list[Piece]:
-    """Each job cut into its phases: by `splits` (job -> fractions of its interval), else
-    in the base's proportions."""
-    out = []
-    for i, j in enumerate(jobs):
-        t, dur = j.start, max(j.end - j.start, QUANTUM / 2)
-        phs = phases.get(j.stage) or [PhaseUse(1.0, {}, True)]
-        fracs = (splits or {}).get(i) or [ph.share for ph in phs]
-        for ph, f in zip(phs, fracs, strict=True):
-            out.append(Piece(i, ph, t, t + f * dur))
-            t += f * dur
-    return out
+class Timeline:
+    """The log's samples as the model's fluid share saw them.
+
+    Each sample is cut into its stage's phases (pieces), and each piece's life at every
+    start and end of the other samples' pieces beside it.  In each of those intervals what
+    ran beside it is a count of pieces per kind (a phase of a stage): the model's speeds
+    change only at those instants, and in between they are what its fluid share computes
+    from the same jobs.  So an interval is a composition (the piece's own kind and those
+    counts), and the piece's stretch there is the model's law at it
+    (simgpu.model.contention: resource_factor, job_stretch), given the stage bounds."""
+
+    def __init__(
+        self, jobs: list[Job], phases: dict[str, list[PhaseUse]], sh: Sharing, table: dict[Key, float]
+    ) -> None:
+        self.sh, self.jobs = sh, jobs
+        self.kinds: list[PhaseUse] = []
+        self.layout: dict[str, list[int]] = {}  # job kind -> its phases' kinds, in order
+        for name in dict.fromkeys(j.stage for j in jobs):
+            kinds = []
+            for stage in JOB_STAGES.get(name, (name,)):
+                for ph in phases.get(stage) or [PhaseUse(0.0, {}, {})]:
+                    kinds.append(len(self.kinds))
+                    self.kinds.append(ph)
+            self.layout[name] = kinds
+        self._loads: dict[int, dict[str, float]] = {}
+        self.place(table)
+
+    def shares(self, name: str) -> list[float]:
+        """A job kind's phases' shares of its unloaded time (the base's proportions)."""
+        secs = [self.kinds[k].seconds for k in self.layout[name]]
+        total = sum(secs)
+        return [s / total if total > 0 else 1 / len(secs) for s in secs]
+
+    def place(self, table: dict[Key, float]) -> None:
+        """Cut the samples into pieces where the model would run them: a phase slowed by
+        its own uses takes more of its sample's interval than its share of the work, so
+        the cuts are moved until each phase's part is its share of the work times its mean
+        stretch there (a few rounds settle it)."""
+        splits: dict[int, list[float]] = {}
+        multi = [i for i, j in enumerate(self.jobs) if len(self.layout[j.stage]) > 1]
+        for rounds in range(4):
+            self._cut(splits)
+            if not multi or rounds == 3:
+                break
+            stretch = self.stretches(table)
+            mean: dict[int, list[float]] = {}
+            for p, (dt, comp) in zip(self.pieces, self.intervals, strict=True):
+                if len(self.layout[self.jobs[p.job].stage]) > 1:
+                    s = float(dt @ stretch[comp] / max(float(np.sum(dt)), 1e-12)) if len(dt) else 1.0
+                    mean.setdefault(p.job, []).append(s)
+            for i in multi:
+                raw = [sh * x for sh, x in zip(self.shares(self.jobs[i].stage), mean[i], strict=True)]
+                splits[i] = [x / sum(raw) for x in raw]
+
+    def _cut(self, splits: dict[int, list[float]]) -> None:
+        self.pieces: list[Piece] = []
+        for i, j in enumerate(self.jobs):
+            t, dur = j.start, max(j.end - j.start, QUANTUM / 2)
+            kinds = self.layout[j.stage]
+            for k, f in zip(kinds, splits.get(i) or self.shares(j.stage), strict=True):
+                self.pieces.append(Piece(i, k, t, t + f * dur))
+                t += f * dur
+        ps = self.pieces
+        s = np.array([p.start for p in ps])
+        e = np.array([p.end for p in ps])
+        job = np.array([p.job for p in ps])
+        onehot = np.eye(len(self.kinds), dtype=np.int64)[[p.kind for p in ps]]
+        rows, dts = [], []
+        for i, p in enumerate(ps):
+            beside = np.flatnonzero((e > s[i]) & (s < e[i]) & (job != p.job))
+            cuts = np.unique(np.clip(np.concatenate(([s[i], e[i]], s[beside], e[beside])), s[i], e[i]))
+            mid = (cuts[:-1] + cuts[1:]) / 2
+            active = (s[beside][None, :] <= mid[:, None]) & (e[beside][None, :] > mid[:, None])
+            counts = active.astype(np.int64) @ onehot[beside]
+            rows.append(np.column_stack([np.full(len(mid), p.kind, dtype=np.int64), counts]))
+            dts.append(np.diff(cuts))
+        comps, inverse = np.unique(np.vstack(rows), axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        #: per composition: its piece's kind, and (kind, count) of what ran beside it
+        self.comps = [(int(r[0]), [(k, int(c)) for k, c in enumerate(r[1:]) if c]) for r in comps]
+        self.intervals: list[tuple[np.ndarray, np.ndarray]] = []
+        at = 0
+        for dt in dts:
+            self.intervals.append((dt, inverse[at : at + len(dt)]))
+            at += len(dt)
+        self._loads = {}
+        sh = self.sh
+        reach = [
+            any(r in sh.conserved or sh.through.get(r) in sh.conserved for r in ph.uses) for ph in self.kinds
+        ]
+        self._deps = [
+            sorted(
+                set(self.kinds[own].keys.values()).union(
+                    *(self.kinds[k].keys.values() for k, _ in beside if reach[k])
+                )
+            )
+            for own, beside in self.comps
+        ]
+        self._memo: dict[tuple, float] = {}
+
+    def load(self, c: int) -> dict[str, float]:
+        """The nominal load (what the running jobs ask at full speed) on each resource in
+        composition c: its own piece's demands and, on host resources, the others' (a
+        link's bytes on the resource behind it too)."""
+        got = self._loads.get(c)
+        if got is None:
+            sh = self.sh
+            got = dict.fromkeys(sh.capacity, 0.0)
+            own, beside = self.comps[c]
+            for kind, count, mine in [(own, 1, True)] + [(k, n, False) for k, n in beside]:
+                ph = self.kinds[kind]
+                for r, (d, _) in ph.uses.items():
+                    if not mine and r in ph.private:
+                        continue
+                    if mine or r not in DEVICE:
+                        got[r] += count * d
+                    if r in sh.through:
+                        got[sh.through[r]] += count * d
+            self._loads[c] = got
+        return got
+
+    def stretch(self, c: int, table: dict[Key, float], resolved: list[tuple] | None = None) -> float:
+        """The model's stretch of composition c's piece (unloaded time x this is its time);
+        `resolved`: every kind's uses at `table` (PhaseUse.at), where the caller has them."""
+        sh = self.sh
+        own, beside = self.comps[c]
+        if resolved is None:
+            resolved = [ph.at(table) for ph in self.kinds]
+        mine = resolved[own]
+        # the conserved law's draws, bound -> demand, as the fluid share groups them
+        draws: dict[str, dict[float, float]] = {r: {} for r in sh.conserved}
+
+        def draw(r: str | None, d: float, b: float) -> None:
+            g = draws.get(r) if r is not None else None
+            if g is not None:
+                g[b] = g.get(b, 0.0) + d
+
+        for r, d, b in mine:
+            draw(r, d, b)
+            draw(sh.through.get(r), d, b)
+        for k, count in beside:
+            private = self.kinds[k].private
+            for r, d, b in resolved[k]:
+                if r not in private:
+                    draw(None if r in DEVICE else r, count * d, b)
+                    draw(sh.through.get(r), count * d, b)
+        load = self.load(c)
+        factor = {
+            r: resource_factor(cap, load[r], draws.get(r), sh.thrash.get(r))
+            for r, cap in sh.capacity.items()
+            if r not in sh.bursty
+        }
+        free = 1.0 - sum(b for _, _, b in mine)
+        return job_stretch(free, mine, factor, load, sh.capacity, sh.bursty, sh.through)
+
+    def stretches(self, table: dict[Key, float], comps: Iterable[int] | None = None) -> np.ndarray:
+        """`stretch` of every composition (or of `comps`; the others left at 1).  A fit
+        asks for the same compositions at tables that differ in one bound or a few, so each
+        stretch is kept with the table values it depends on (its own kind's bounds, and
+        those of the kinds beside it that reach a conserved resource: their bounds set what
+        they draw there)."""
+        out = np.ones(len(self.comps))
+        resolved = None
+        for c in range(len(self.comps)) if comps is None else comps:
+            key = (c, tuple(table[k] for k in self._deps[c]))
+            got = self._memo.get(key)
+            if got is None:
+                if resolved is None:
+                    resolved = [ph.at(table) for ph in self.kinds]
+                got = self._memo[key] = self.stretch(c, table, resolved)
+            out[c] = got
+        return out
+
+    def oversubscription(self, c: int, r: str) -> float:
+        """How far composition c's load on `r` exceeds what `r` delivers (its capacity, less
+        what it loses to thrashing): 0 where it has room.  On a bursty resource, the
+        others' load over its capacity (their bursts collide with the piece's whatever the
+        total).  This is what a bound is identified from: the law's factor follows it."""
+        sh = self.sh
+        load = self.load(c)[r]
+        cap = sh.capacity[r]
+        if r in sh.bursty:
+            own = self.kinds[self.comps[c][0]].uses.get(r, (0.0, 0.0))[0]
+            return max(0.0, load - own) / cap
+        t = sh.thrash.get(r)
+        return max(0.0, load / (t.effective(cap, load) if t is not None else cap) - 1.0)
 
 
-def placed_pieces(
-    jobs: list[Job], phases: dict[str, list[PhaseUse]], resources: list[str], capacity: dict[str, float]
-) -> tuple[list[Piece], list[tuple[np.ndarray, np.ndarray]]]:
-    """Pieces placed where the model would run them: a phase slowed by its own uses takes
-    more of its sample's interval than its share of the work, so the cuts are moved until
-    each phase's part is its share of the work times its mean stretch there (with the
-    base's bounds; a few rounds settle it)."""
-    splits: dict[int, list[float]] = {}
-    ps = pieces(jobs, phases)
-    loads = piece_loads(ps, resources)
-    multi = {i for i, j in enumerate(jobs) if len(phases.get(j.stage) or ()) > 1}
-    for _ in range(3):
-        if not multi:
-            break
-        stretch: dict[int, list[float]] = {}
-        for p, (dt, load) in zip(ps, loads, strict=True):
-            if p.job not in multi:
-                continue
-            st = np.ones(len(dt))
-            for r, (dem, bnd) in p.phase.uses.items():
-                if r in capacity:
-                    st += bnd * _oversubscription(r, dem, load[:, resources.index(r)], capacity[r])
-            stretch.setdefault(p.job, []).append(float(dt @ st / max(float(np.sum(dt)), 1e-12)))
-        for i in multi:
-            raw = [ph.share * x for ph, x in zip(phases[jobs[i].stage], stretch[i], strict=True)]
-            splits[i] = [x / sum(raw) for x in raw]
-        ps = pieces(jobs, phases, splits)
-        loads = piece_loads(ps, resources)
-    return ps, loads
+@dataclass
+class StageData:
+    """One stage's samples as the fit sees them, and which of its bounds a log can fit."""
+
+    name: str  # as reported ("prestage+kernels" for the GPU part)
+    stage: str  # whose bounds they are in the table
+    own: dict[str, tuple[float, float]]  # resource -> (demand, the base's bound)
+    added: dict[str, float]  # the terms the base lacks among them, resource -> demand
+    dts: list[np.ndarray]  # per sample, its intervals' durations
+    comps: list[np.ndarray]  # ... and their compositions (Timeline.comps)
+    t: np.ndarray  # per sample, its logged seconds
+    gbar: np.ndarray  # per sample x used: its time-averaged oversubscription
+    used: list[str]  # its host resources
+    quant_var: list[float]
+    bounds: list[Bound]  # those decided: kept from the base, or not added
+    groups: list[list[str]]  # those to fit: resources that share a scale
+
+    @property
+    def fixed(self) -> dict[str, float]:
+        return {b.resource: b.bound for b in self.bounds}
+
+    @property
+    def room(self) -> float:
+        return max(0.0, 1.0 - sum(self.fixed.values()))
+
+    @property
+    def weight(self) -> list[float]:
+        """Per group, the bound one unit of its scale gives (the base's sum for a group of
+        several, which keeps the base's ratio)."""
+        return [max(1e-9, sum(self.own[r][1] for r in g)) if len(g) > 1 else 1.0 for g in self.groups]
+
+    def bounds_of(self, x: np.ndarray) -> dict[str, float]:
+        f = self.fixed
+        for scale, grp in zip(x, self.groups, strict=True):
+            for r in grp:
+                f[r] = float(scale) * (self.own[r][1] if len(grp) > 1 else 1.0)
+        return f
+
+    def work(self, tl: Timeline, table: dict[Key, float]) -> np.ndarray:
+        """Per sample, the unloaded work it did under `table`: the integral of dt / stretch."""
+        every = np.unique(np.concatenate(self.comps))
+        st = tl.stretches(table, every)
+        return np.array([float(np.sum(dt / st[c])) for dt, c in zip(self.dts, self.comps, strict=True)])
 
 
-def piece_loads(ps: list[Piece], resources: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per piece: the stretches of its interval between the starts and ends of the other
-    jobs' pieces, as (durations, stretches x resources: the others' demand during each).
-    The model's loads change only when a job or phase starts or ends, so between those
-    instants they are what its fluid share saw."""
-    s = np.array([p.start for p in ps])
-    e = np.array([p.end for p in ps])
-    job = np.array([p.job for p in ps])
-    d = np.array([[p.phase.uses.get(r, (0.0, 0.0))[0] for r in resources] for p in ps]).reshape(len(ps), -1)
-    out = []
-    for i, p in enumerate(ps):
-        beside = np.flatnonzero((e > s[i]) & (s < e[i]) & (job != p.job))
-        cuts = np.unique(np.clip(np.concatenate(([s[i], e[i]], s[beside], e[beside])), s[i], e[i]))
-        mid = (cuts[:-1] + cuts[1:]) / 2
-        active = (s[beside][None, :] <= mid[:, None]) & (e[beside][None, :] > mid[:, None])
-        out.append((np.diff(cuts), active.astype(float) @ d[beside]))
-    return out
-
-
-def _oversubscription(r: str, demand: float, load: np.ndarray, capacity: float) -> np.ndarray:
-    if r == "gil":  # bursty: the others' demand over the capacity (model.contention)
-        return load / capacity
-    return np.maximum(0.0, (demand + load) / capacity - 1.0)
-
-
-def fit_stage(
+def stage_data(
     name: str,
+    stage: str,
     own: dict[str, tuple[float, float]],
-    sample_pieces: list[list[tuple[PhaseUse, np.ndarray, np.ndarray]]],
+    added: dict[str, float],
+    tl: Timeline,
+    members: list[int],
     quant_var: list[float],
-    resources: list[str],
-    capacity: dict[str, float],
-    candidates: dict[str, float] | None = None,
-) -> StageFit:
-    """The unloaded time t0 and the identifiable bounds of one stage's own uses (and of
-    the candidate terms, resource -> demand, that the base lacks).
-
-    In the model a job of work t0 * noise runs at speed 1 / stretch(t), stretch = 1 +
-    sum_r bound_r g_r(t), g_r the oversubscription of resource r beside it; so the work a
-    sample did is the integral of dt / stretch(t) over its interval.  The bounds are those
-    that make that implied work most alike across the samples (least variance of its
-    logarithm: the model's noise is lognormal), and t0 is its mean."""
-    from scipy.optimize import minimize
-
-    added = {r: d for r, d in (candidates or {}).items() if r not in own and r in capacity}
-    own = own | {r: (d, 0.0) for r, d in added.items()}
-    used = [r for r in sorted(set(resources) | set(added)) if r in own and r in capacity]
-    dts, gs, extras, inh = [], [], [], []
-    for sp in sample_pieces:
-        dt_l, g_l, x_l, m_l = [], [], [], []
-        for ph, dt, load in sp:
-            g = np.zeros((len(dt), len(used)))
-            extra = np.zeros(len(dt))
-            for r, (dem, bnd) in (own if ph.inherits else ph.uses).items():
-                if r not in capacity:
-                    continue  # a device resource: the mutex keeps it to one job
-                k = resources.index(r)
-                over = _oversubscription(r, dem, load[:, k], capacity[r])
-                if ph.inherits and r in used:
-                    g[:, used.index(r)] = over
-                else:
-                    extra += bnd * over  # a phase's own use: the base's bound, kept
+) -> StageData:
+    """One stage's samples (`members`, indices into tl.jobs) and the bounds of its own uses
+    (`own`; `added` are the terms the base lacks) that a log may fit: a bound is a
+    candidate only with MIN_CONTENTION_SAMPLES samples and its resource oversubscribed
+    beside some of them, and, under the proportional law, at several load levels (else it
+    is not identifiable and the base's stays; fit_bounds looks again at what the samples
+    pin).  Resources whose loads rise and fall together share one scale."""
+    sh = tl.sh
+    used = [r for r in sorted(own) if r in sh.capacity and r not in DEVICE]
+    dts, comps, gbar_rows = [], [], []
+    for i in members:
+        dt_l, c_l, g_l, m_l = [], [], [], []
+        for p, (dt, comp) in zip(tl.pieces, tl.intervals, strict=True):
+            if p.job != i:
+                continue
+            keys = tl.kinds[p.kind].keys
             dt_l.append(dt)
-            g_l.append(g)
-            x_l.append(extra)
-            m_l.append(np.full(len(dt), 1.0 if ph.inherits else 0.0))
-        dts.append(np.concatenate(dt_l))
-        gs.append(np.vstack(g_l))
-        extras.append(np.concatenate(x_l))
-        inh.append(np.concatenate(m_l))
+            c_l.append(comp)
+            g_l.append(np.array([[tl.oversubscription(int(c), r) for r in used] for c in comp]))
+            m_l.append(np.array([[1.0 if keys.get(r) == (stage, r) else 0.0 for r in used]] * len(dt)))
+        dt = np.concatenate(dt_l)
+        dts.append(dt)
+        comps.append(np.concatenate(c_l))
+        # the sample's time-averaged oversubscription over the phases that take the bound
+        w = dt[:, None] * np.vstack([m.reshape(-1, len(used)) for m in m_l])
+        g = np.vstack([x.reshape(-1, len(used)) for x in g_l])
+        gbar_rows.append(np.sum(w * g, axis=0) / np.maximum(np.sum(w, axis=0), 1e-12))
     t = np.array([float(np.sum(dt)) for dt in dts])
-    # each sample's time-averaged oversubscription over the phases that take the stage's uses
-    gbar = np.array(
-        [(dt * m) @ g / max(float(np.sum(dt * m)), 1e-12) for dt, g, m in zip(dts, gs, inh, strict=True)]
-    ).reshape(len(t), len(used))
+    gbar = np.array(gbar_rows).reshape(len(t), len(used))
+
     bounds: list[Bound] = []
     fit: list[str] = []
     for c, r in enumerate(used):
@@ -576,7 +865,11 @@ def fit_stage(
         elif float(np.max(col)) <= 0.0:
             why = f"kept from the base: the log never oversubscribed {r} beside it (not identifiable)"
             bounds.append(Bound(r, base_f, False, why))
-        elif spread < MIN_SPREAD:
+        elif spread < MIN_SPREAD and r not in sh.conserved:
+            # under the proportional law a bound is seen only in its own stage's samples, so
+            # they must show several load levels; under the conserved law it also sets what
+            # the stage draws, so the common factor every other stage beside it sees, and
+            # whether the samples pin it is the joint fit's to say (MAX_BOUND_SE)
             why = (
                 f"kept from the base: the log shows it at one load level ({r} oversubscribed by "
                 f"{float(np.mean(col)):.2f} +- {spread:.2f}): not identifiable"
@@ -593,8 +886,6 @@ def fit_stage(
                 Bound(r, 0.0, False, "not in the base; not added: the log does not show it at several loads")
             )
 
-    # resources whose load rises and falls together cannot be told apart: they keep the
-    # base's ratio and share one fitted scale
     def together(a: str, b: str) -> bool:
         c0, c1 = gbar[:, used.index(a)], gbar[:, used.index(b)]
         return abs(float(np.corrcoef(c0, c1)[0, 1])) > 0.95
@@ -618,62 +909,187 @@ def fit_stage(
                 f"not in the base; not added: its load rose with {first}'s, and a log cannot tell them apart"
             )
             bounds.append(Bound(r, 0.0, False, why))
-    fixed = {b.resource: b.bound for b in bounds}
-    room = max(0.0, 1.0 - sum(fixed.values()))
+    return StageData(name, stage, own, added, dts, comps, t, gbar, used, quant_var, bounds, groups)
 
-    def bounds_of(x: np.ndarray) -> dict[str, float]:
-        f = dict(fixed)
-        for scale, grp in zip(x, groups, strict=True):
+
+#: A fitted bound whose standard error (from the fit's information) is above this is not
+#: identifiable from the log: the samples would fit as well with it anywhere in a range
+#: wider than the test tolerances, so the base's stays.
+MAX_BOUND_SE = 0.1
+#: A term the base lacks is added only with a bound of at least this, and two standard
+#: errors: one the samples cannot tell from none would load the others for nothing.
+MIN_ADDED = 0.005
+#: Finite-difference step of the fit's Jacobian, in units of a group's scale.
+STEP = 1e-4
+
+
+class _Joint:
+    """One joint fit of the stages' bound groups (scales x, laid out stage by stage)."""
+
+    def __init__(self, data: list[StageData], tl: Timeline, table: dict[Key, float]) -> None:
+        self.data, self.tl, self.table = data, tl, table
+        self.layout: list[list[int]] = []
+        at = 0
+        for d in data:
+            self.layout.append(list(range(at, at + len(d.groups))))
+            at += len(d.groups)
+        self.size = at
+        self.top = np.array([d.room / w for d in data for w in d.weight])
+
+    def table_of(self, x: np.ndarray) -> dict[Key, float]:
+        t = dict(self.table)
+        for d, idx in zip(self.data, self.layout, strict=True):
+            t.update({(d.stage, r): v for r, v in d.bounds_of(x[idx]).items()})
+        return t
+
+    def logw(self, x: np.ndarray) -> list[np.ndarray]:
+        """Per stage, its samples' log implied work."""
+        t = self.table_of(x)
+        return [np.log(np.maximum(d.work(self.tl, t), 1e-300)) for d in self.data]
+
+    def nll(self, x: np.ndarray) -> float:
+        """The negative log likelihood, each stage's noise variance at its estimate."""
+        return sum(len(w) * float(np.log(np.var(w) + 1e-300)) for w in self.logw(x)) / 2
+
+    def solve(self) -> np.ndarray:
+        from scipy.optimize import minimize
+
+        # from the base's bounds (a scale of 1 for a group that keeps the base's ratio)
+        start = np.array(
+            [
+                min(t, d.own[g[0]][1] if len(g) == 1 else 1.0)
+                for d, idx in zip(self.data, self.layout, strict=True)
+                for g, t in zip(d.groups, self.top[idx], strict=True)
+            ]
+        )
+        cons = [
+            {"type": "ineq", "fun": lambda x, idx=idx, d=d: d.room - float(np.dot(x[idx], d.weight))}
+            for d, idx in zip(self.data, self.layout, strict=True)
+            if idx
+        ]
+        res = minimize(self.nll, start, method="SLSQP", bounds=[(0.0, t) for t in self.top], constraints=cons)
+        return np.clip(res.x, 0.0, self.top)
+
+    def information(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(covariance of the scales, Gauss-Newton step from x): from J^T J / variance
+        summed over the stages, J how each sample's centred log work moves with each scale
+        (one-sided differences, never past a bound of 1)."""
+        w0 = [w - w.mean() for w in self.logw(x)]
+        var = [max(float(np.mean(w**2)), 1e-300) for w in w0]
+        jac = [np.zeros((len(w), self.size)) for w in w0]
+        for j in range(self.size):
+            h = STEP if x[j] + STEP <= self.top[j] else -STEP
+            xj = x.copy()
+            xj[j] += h
+            for k, w1 in enumerate(self.logw(xj)):
+                jac[k][:, j] = (w1 - w1.mean() - w0[k]) / h
+        info = sum(jk.T @ jk / v for jk, v in zip(jac, var, strict=True))
+        grad = sum(jk.T @ wk / v for jk, wk, v in zip(jac, w0, var, strict=True))
+        cov = np.linalg.pinv(info)
+        return cov, -cov @ grad
+
+    def doubtful(
+        self, x: np.ndarray, cov: np.ndarray, step: np.ndarray
+    ) -> list[tuple[StageData, list[str], str]]:
+        """The groups a log cannot fit after all, each with why."""
+        out = []
+        for d, idx in zip(self.data, self.layout, strict=True):
+            if not idx:
+                continue
+            wv = np.array(d.weight)
+            total = float(x[idx] @ wv)
+            if d.room > 0 and total >= d.room - 1e-3:
+                beyond = float(step[idx] @ wv)
+                se = float(np.sqrt(max(0.0, wv @ cov[np.ix_(idx, idx)] @ wv)))
+                if beyond > 2 * se:
+                    why = (
+                        f"the fit ran into bound 1 with the samples asking for {total + beyond:.2f} "
+                        f"(+- {se:.2f}): the slowdown beside it is more than the "
+                        f"{self.tl.sh.law(d.groups[0][0])} carries"
+                    )
+                    out += [(d, g, why) for g in d.groups]
+                    continue
+            for j, g, wj in zip(idx, d.groups, d.weight, strict=True):
+                se = float(np.sqrt(max(0.0, cov[j, j]))) * wj
+                if g[0] in d.added and x[j] * wj < max(MIN_ADDED, 2 * se):
+                    why = f"it gave bound {x[j] * wj:.3f} +- {se:.3f}: not told apart from none"
+                    out.append((d, g, why))
+                elif se > MAX_BOUND_SE:
+                    out.append((d, g, f"the samples pin it only to +- {se:.2f}: not identifiable"))
+        return out
+
+
+def fit_bounds(data: list[StageData], tl: Timeline, table: dict[Key, float]) -> dict[Key, float]:
+    """Every stage's identifiable bounds, fitted at once; returns the table they give, and
+    adds to each stage's `bounds` what was fitted or, on a second look, kept.
+
+    A stage's samples are slowed by what runs beside them as the law carries it, and under
+    the conserved law a stage's bound sets what its jobs draw, so the factor every other
+    stage beside them sees: a stage alone on a resource stretches by load / capacity
+    whatever its own bound, and it is the others' samples that tell its bound.  So the
+    bounds maximise the likelihood of all the samples together, each stage with its own
+    lognormal noise: they minimise the sum over stages of n log(variance of the log
+    implied work).  Under the proportional law a bound slows its own stage only, and this
+    is each stage's least variance, apart.
+
+    Then, from the fit's information (Gauss-Newton): a bound the samples cannot pin
+    (standard error over MAX_BOUND_SE) is not identifiable; a stage whose bounds reach 1
+    where the likelihood would still rise beyond (by more than two standard errors) shows a
+    slowdown beside it that the law cannot carry, a mechanism the base lacks.  Either is
+    kept from the base, and the others are fitted again without it."""
+    while True:
+        joint = _Joint(data, tl, table)
+        if joint.size == 0:
+            return dict(table)
+        x = joint.solve()
+        cov, step = joint.information(x)
+        drop = joint.doubtful(x, cov, step)
+        if not drop:
+            break
+        for d, g, why in drop:
+            d.groups.remove(g)
+            for r in g:
+                c = d.gbar[:, d.used.index(r)]
+                seen = f"{len(d.t)} samples at {r} oversubscription {c.min():.2f}..{c.max():.2f}"
+                if r in d.added:
+                    d.bounds.append(Bound(r, 0.0, False, f"not in the base; not added: {seen}, but {why}"))
+                else:
+                    d.bounds.append(Bound(r, d.own[r][1], False, f"kept from the base: {seen}, but {why}"))
+    out = joint.table_of(x)
+    for d, idx in zip(data, joint.layout, strict=True):
+        fitted = d.bounds_of(x[idx]) if idx else {}
+        for j, grp in zip(idx, d.groups, strict=True):
+            se = float(np.sqrt(max(0.0, cov[j, j])))
             for r in grp:
-                f[r] = float(scale) * (own[r][1] if len(grp) > 1 else 1.0)
-        return f
-
-    def work(f: dict[str, float]) -> np.ndarray:
-        fv = np.array([f[r] for r in used])
-        return np.array(
-            [float(np.sum(dt / (1.0 + x + g @ fv))) for dt, g, x in zip(dts, gs, extras, strict=True)]
-        )
-
-    fitted: dict[str, float] = {}
-    if groups:
-        weight = [max(1e-9, sum(own[r][1] for r in grp)) if len(grp) > 1 else 1.0 for grp in groups]
-        top = [room / w for w in weight]
-        res = minimize(
-            lambda x: float(np.var(np.log(work(bounds_of(x))))),
-            np.array([0.5 * x for x in top]),
-            method="SLSQP",
-            bounds=[(0.0, x) for x in top],
-            constraints=[{"type": "ineq", "fun": lambda x: room - float(np.dot(x, weight))}],
-        )
-        fitted = {r: v for r, v in bounds_of(res.x).items() if r not in fixed}
-    for grp in groups:
-        for r in grp:
-            c = gbar[:, used.index(r)]
-            why = f"fitted from {len(t)} samples at {r} oversubscription {c.min():.2f}..{c.max():.2f}"
-            if len(grp) > 1:
-                others = ", ".join(x for x in grp if x != r)
-                why += f" (with {others}: their loads rose together, so the base's ratio is kept)"
-            if sum(fitted[x] for x in fitted) >= room - 1e-3 and room > 0:
-                # the fit ran into the most a stage can be bound: the slowdown beside it is
-                # more than this resource's law carries (a mechanism the base lacks)
-                bounds.append(
-                    Bound(r, own[r][1], False, f"kept from the base: {why}, but the fit ran into bound 1")
+                c = d.gbar[:, d.used.index(r)]
+                law = tl.sh.law(r)
+                why = (
+                    f"fitted under the {law}, from {len(d.t)} samples at {r} oversubscription "
+                    f"{c.min():.2f}..{c.max():.2f}, +- {se * (d.own[r][1] if len(grp) > 1 else 1.0):.3f}"
                 )
-            elif r in added and fitted[r] < 0.005:
-                bounds.append(Bound(r, 0.0, False, f"not in the base; not added: {why} gave bound 0"))
-            elif r in added:
-                bounds.append(Bound(r, float(fitted[r]), True, why + "; added: not in the base", added[r]))
-            else:
-                bounds.append(Bound(r, float(fitted[r]), True, why + f"; base {own[r][1]:.4g}"))
-    w = work({b.resource: b.bound for b in bounds})
+                if len(grp) > 1:
+                    others = ", ".join(x for x in grp if x != r)
+                    why += f" (with {others}: their loads rose together, so the base's ratio is kept)"
+                if r in d.added:
+                    b = Bound(r, fitted[r], True, why + "; added: not in the base", d.added[r], law)
+                    d.bounds.append(b)
+                else:
+                    d.bounds.append(Bound(r, fitted[r], True, why + f"; base {d.own[r][1]:.4g}", law=law))
+    return out
+
+
+def finish(d: StageData, tl: Timeline, table: dict[Key, float]) -> StageFit:
+    """A stage's unloaded time (the mean of its samples' implied work under the fitted
+    bounds) and noise (what spread is left, less the log's rounding)."""
+    w = d.work(tl, table)
     t0 = float(np.mean(w))
-    quant = float(np.mean(np.array(quant_var) / np.maximum(t, QUANTUM / 2) ** 2))
+    quant = float(np.mean(np.array(d.quant_var) / np.maximum(d.t, QUANTUM / 2) ** 2))
     var = float(np.var(w / t0, ddof=1)) if len(w) > 1 else 0.0
     cv = float(np.sqrt(max(0.0, var - quant)))
-    raw = float(np.std(t) / np.mean(t))
-    order = {r: i for i, r in enumerate(used)}
-    bounds.sort(key=lambda b: order[b.resource])
-    return StageFit(name, len(t), float(np.mean(t)), t0, min(cv, 1.9), raw, bounds)
+    raw = float(np.std(d.t) / np.mean(d.t))
+    order = {r: i for i, r in enumerate(d.used)}
+    bounds = sorted(d.bounds, key=lambda b: order[b.resource])
+    return StageFit(d.name, len(d.t), float(np.mean(d.t)), t0, min(cv, 1.9), raw, bounds)
 
 
 # --------------------------------------------------------------------- the profile
@@ -813,52 +1229,93 @@ class FromLog:
         return lines
 
 
+#: The order the stages are fitted in (and reported).
+ORDER = ("synthesis", "prep", "b_g2_msm", "held")
+
+
 def fit_stages(s: Samples, prof: Profile, n: int, cores: float) -> dict[str, StageFit]:
     """Every fitted stage: synthesis, prep, b_g2_msm and the GPU part under the mutex.
     Where the GPU part gains a term the base lacks, the fit is made again with its demand
     loading the others (a core driving the GPU is a core the others do not have)."""
-    fits = _fit_pass(s, prof, n, cores, {})
+    sh = sharing(prof, cores)
+    phases = phase_uses(prof, n)
+    offered = {
+        r: (d, 0.0) for r, d in CANDIDATES.items() if not any(_reaches(ph, r, sh) for ph in _held(phases))
+    }
+    fits = _fit_pass(s, prof, n, sh, offered, private=True)
     added = {
         b.resource: (b.demand, b.bound) for b in fits["held"].bounds if b.fitted and b.demand is not None
     }
     if not added:
         return fits
-    again = _fit_pass(s, prof, n, cores, {"kernels": added})
+    again = _fit_pass(s, prof, n, sh, added, private=False)
     kept = {b.resource for b in again["held"].bounds if b.fitted and b.demand is not None}
     # a second fit that drops the term would leave its demand unaccounted: keep the first
     return again if kept == set(added) else fits
 
 
+def _held(phases: dict[str, list[PhaseUse]]) -> list[PhaseUse]:
+    return [ph for stage in JOB_STAGES["held"] for ph in phases.get(stage, [])]
+
+
+def _reaches(ph: PhaseUse, r: str, sh: Sharing) -> bool:
+    """Whether the phase leans on `r`, directly or through a link (the kernels' copies
+    reach host memory: a host-memory term on them would count those bytes twice)."""
+    return any(u == r or sh.through.get(u) == r for u in ph.uses)
+
+
 def _fit_pass(
-    s: Samples, prof: Profile, n: int, cores: float, extra: dict[str, dict[str, tuple[float, float]]]
+    s: Samples,
+    prof: Profile,
+    n: int,
+    sh: Sharing,
+    terms: dict[str, tuple[float, float]],
+    private: bool,
 ) -> dict[str, StageFit]:
-    phases = phase_uses(prof, n, extra)
-    resources = sorted({r for ps in phases.values() for ph in ps for r in ph.uses if r not in ("gpu", "h2d")})
-    hw = prof.hardware
-    capacity = {"membw": hw.membw_gbps, "cores": cores, "gil": 1.0, "driver_rx": 1.0}
-    order = ("synthesis", "prep", "b_g2_msm", "held")
-    jobs = [j for name in order for j in s.stages[name]]
-    ps, loads = placed_pieces(jobs, phases, resources, capacity)
-    per_job: list[list[tuple[PhaseUse, np.ndarray, np.ndarray]]] = [[] for _ in jobs]
-    for p, (dt, load) in zip(ps, loads, strict=True):
-        per_job[p.job].append((p.phase, dt, load))
-    fits: dict[str, StageFit] = {}
-    at = 0
-    for name in order:
-        k = len(s.stages[name])
-        stage = "kernels" if name == "held" else name
-        own = {r: (u.demand, u.bound) for r, u in uses_at(prof.stages[stage].uses, n, stage).items()}
-        fits[name] = fit_stage(
-            "prestage+kernels" if name == "held" else name,
-            own,
-            per_job[at : at + k],
-            [j.quant_var for j in s.stages[name]],
-            resources,
-            capacity,
-            CANDIDATES.get(stage),
+    """One fit of every stage, the GPU part with `terms` (resource -> (demand, bound))
+    that the base lacks; `private`: their demand slows the GPU part but loads no one else
+    (a candidate, until a fit adds it)."""
+    phases = phase_uses(prof, n, {stage: terms for stage in JOB_STAGES["held"]})
+    # the GPU part is fitted as one job: the prestage takes the kernels' bound on a
+    # resource both lean on (the profile written gets it in both)
+    kernels = {r for ph in phases["kernels"] for r, k in ph.keys.items() if k == ("kernels", r)}
+    phases["prestage"] = [
+        PhaseUse(
+            ph.seconds,
+            ph.uses,
+            {r: ("kernels", r) if r in kernels else k for r, k in ph.keys.items()},
+            frozenset(terms) if private else frozenset(),
         )
-        at += k
-    return fits
+        for ph in phases["prestage"]
+    ]
+    if private:
+        phases["kernels"] = [
+            PhaseUse(ph.seconds, ph.uses, ph.keys, frozenset(terms)) for ph in phases["kernels"]
+        ]
+    table = base_table(phases)
+    jobs = [j for name in ORDER for j in s.stages[name]]
+    tl = Timeline(jobs, phases, sh, table)
+    spans, at = {}, 0
+    for name in ORDER:
+        spans[name] = list(range(at, at + len(s.stages[name])))
+        at += len(s.stages[name])
+    data = []
+    for name in ORDER:
+        stage = "kernels" if name == "held" else name
+        own = {r: ph.uses[r] for ph in phases[stage] for r, k in ph.keys.items() if k == (stage, r)}
+        data.append(
+            stage_data(
+                "prestage+kernels" if name == "held" else name,
+                stage,
+                own,
+                {r: d for r, (d, _) in terms.items()} if name == "held" else {},
+                tl,
+                spans[name],
+                [j.quant_var for j in s.stages[name]],
+            )
+        )
+    table = fit_bounds(data, tl, table)
+    return {name: finish(d, tl, table) for name, d in zip(ORDER, data, strict=True)}
 
 
 class _Doc:
@@ -887,34 +1344,46 @@ class _Doc:
     def set_fit(self, stage: str, fit: StageFit, seconds: float | None = None) -> None:
         if seconds is not None:
             self.set_time(stage, seconds)
-        self.stages[stage]["noise_cv"] = round(max(0.005, fit.cv), 4)
-        uses = self.stages[stage].get("uses")
+        st = self.stages[stage]
+        st["noise_cv"] = round(max(0.005, fit.cv), 4)
+        uses = st.get("uses")
         for b in fit.bounds:
             if b.fitted and b.demand is not None:
-                if uses is None:
-                    uses = self.stages[stage]["uses"] = Inline()
-                uses[b.resource] = Inline(demand=b.demand, bound=round(b.bound, 4))
+                # a term the base lacks reaches every phase, as the fit gave it (phase_uses)
+                for _, table in self._term_tables(stage):
+                    table[b.resource] = Inline(demand=b.demand, bound=round(b.bound, 4))
                 self.notes.append(f"{stage}: {b.resource} term added ({b.why})")
             elif b.fitted and uses is not None and b.resource in uses:
                 uses[b.resource] = Inline(demand=uses[b.resource].get("demand", 1.0), bound=round(b.bound, 4))
-        if uses:
-            self._make_room(stage, uses)
+        for where, table in self._term_tables(stage, create=False):
+            self._make_room(where, table)
 
-    def _make_room(self, stage: str, uses: dict[str, Any]) -> None:
-        """A stage's bounds add up to at most 1: where an added host term pushes them over,
-        the device terms (which a log cannot see: the mutex keeps one job on the GPU) give
-        up the difference."""
-        host = sum(
-            float(u["bound"]) for r, u in uses.items() if r not in DEVICE and _is_number(u.get("bound"))
-        )
-        device = {r: u for r, u in uses.items() if r in DEVICE and _is_number(u.get("bound"))}
-        total = host + sum(float(u["bound"]) for u in device.values())
-        if total <= 1.0 + 1e-9 or not device:
-            return
-        scale = max(0.0, 1.0 - host) / sum(float(u["bound"]) for u in device.values())
-        for r, u in device.items():
-            u["bound"] = round(float(u["bound"]) * scale, 4)
-            self.notes.append(f"{stage}: {r} bound lowered to {u['bound']} so that its bounds add up to 1")
+    def _term_tables(self, stage: str, create: bool = True) -> list[tuple[str, dict[str, Any]]]:
+        """The `uses` tables a stage-level term reaches: the stage's own where a phase takes
+        it (a phase with no `uses` of its own, or a stage without phases; made if `create`),
+        and each phase's own."""
+        st = self.stages[stage]
+        phases = st.get("phases") or []
+        out = []
+        if not phases or any("uses" not in ph for ph in phases):
+            if "uses" not in st and create:
+                st["uses"] = Inline()
+            if "uses" in st:
+                out.append((stage, st["uses"]))
+        out += [
+            (f"{stage} phase {ph.get('name', i)}", ph["uses"]) for i, ph in enumerate(phases) if "uses" in ph
+        ]
+        return out
+
+    def _make_room(self, where: str, uses: dict[str, Any]) -> None:
+        """Bounds adding up to at most 1, as the fit evaluated them (make_room)."""
+        nums = {r: float(u["bound"]) for r, u in uses.items() if _is_number(u.get("bound"))}
+        for r, b in make_room(nums).items():
+            if b != nums[r]:
+                uses[r]["bound"] = round(b, 4)
+                self.notes.append(
+                    f"{where}: {r} bound lowered to {uses[r]['bound']} so that its bounds add up to 1"
+                )
 
     def set_kernels(self, seconds: float, shares: list[tuple[str, float, bool]]) -> None:
         kernels = self.stages["kernels"]
@@ -936,9 +1405,6 @@ class _Doc:
                 ph["time"] = law_at(laws[i], self.n, seconds * share)
                 phases.append(ph)
         kernels["phases"] = phases
-
-
-DEVICE = ("gpu", "h2d")
 
 
 def _is_number(v: Any) -> bool:
@@ -1029,6 +1495,8 @@ def fit_from_log(
         f"how each time grows with the partition size (the log has one size, n = {n:,}: each law keeps "
         "the base's shape, at the log's level)",
         "resource demands, and every contention bound not fitted (see above for why)",
+        f"how each resource is shared, under which every bound was fitted ({sharing(prof, 1.0).describe()}): "
+        "the base's [contention] section, as it is",
     ]
     wl = Workload(WORKLOAD, int(st.value("partitions")), n)
     doc["workloads"][WORKLOAD] = {"partitions": wl.partitions, "constraints": n}
@@ -1092,6 +1560,9 @@ def _calibration_table(
         "noise_cv": {_key(f.stage): round(f.cv, 4) for f in fits.values()},
         "raw_spread_cv": {_key(f.stage): round(f.spread, 4) for f in fits.values()},
         "bounds_fitted": [f"{f.stage}.{b.resource}" for f in fits.values() for b in f.bounds if b.fitted],
+        "bound_laws": {
+            f"{_key(f.stage)}.{b.resource}": b.law for f in fits.values() for b in f.bounds if b.fitted
+        },
         "config": {k: ("auto" if v.value is None else v.value) for k, v in st.items.items()},
         "config_source": {k: v.kind for k, v in st.items.items()},
         "checks": {_key(k): Inline({kk: num(v) for kk, v in c.items()}) for k, c in checks.items()},
@@ -1109,7 +1580,7 @@ def _header(
     kept: list[str],
     checks: dict[str, dict[str, float | None]],
 ) -> str:
-    fitted = [f"{f.stage}.{b.resource}" for f in fits.values() for b in f.bounds if b.fitted]
+    fitted = [f"{f.stage}.{b.resource} ({b.law})" for f in fits.values() for b in f.bounds if b.fitted]
     not_fitted = [f"{f.stage}.{b.resource}" for f in fits.values() for b in f.bounds if not b.fitted]
     lines = [
         f"simgpu profile fitted by `simgpu calibrate --from-log` on {time.strftime('%Y-%m-%d %H:%M')}",
@@ -1124,7 +1595,9 @@ def _header(
         "  stage times at the log's size and their noise: "
         + ", ".join(f.stage for f in fits.values())
         + ", and the epilogue where a GPU call leaves time for it;",
-        "  contention bounds fitted: " + (", ".join(fitted) or "none") + ";",
+        "  contention bounds fitted, each under the base's law for its resource: "
+        + (", ".join(fitted) or "none")
+        + ";",
     ]
     names = {
         "log": "configuration from its lines",

@@ -49,7 +49,7 @@ timeout per change suffices.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import simpy
@@ -116,6 +116,54 @@ def shared_factor(draws: list[tuple[float, float]], capacity: float) -> float:
         if f >= MAX_FACTOR:
             return MAX_FACTOR
     return f
+
+
+def resource_factor(
+    capacity: float, load: float, draws: Mapping[float, float] | None = None, thrash: Thrash | None = None
+) -> float:
+    """The stretch factor of the bound fractions on one resource (1 where it has room).
+
+    `load` is the nominal load: the demands of every job running on it at full speed,
+    those that reach it through another resource included.  `draws` (bound fraction ->
+    the demand of the running jobs with it) makes it a conserved resource; None, a
+    proportional one.  `thrash` lowers the capacity past its knee.  This is the one
+    evaluator of the laws: the fluid share calls it at every change, and
+    simgpu.calibrate.fromlog calls it for each instant of a log it fits."""
+    c = capacity
+    if thrash is not None:
+        c = thrash.effective(c, load)
+    if load <= c * (1 + 1e-12):
+        return 1.0
+    if draws is not None:
+        return shared_factor([(d, m) for m, d in draws.items()], c)
+    return load / c
+
+
+def job_stretch(
+    free_frac: float,
+    uses: Iterable[tuple[Hashable, float, float]],
+    factor: Mapping[Hashable, float],
+    load: Mapping[Hashable, float],
+    capacity: Mapping[Hashable, float],
+    bursty: Collection[Hashable] = frozenset(),
+    through: Mapping[Hashable, Hashable] | None = None,
+) -> float:
+    """How much longer than unloaded a job with `uses` ((resource, demand, bound)) and
+    `free_frac` (1 less its bounds) takes while the resources stretch by `factor` (from
+    `resource_factor`) under `load`: free_frac + sum bound * factor, a bound on a link
+    stretched by the slower of the link and the resource behind it (`through`), a bound on
+    a bursty resource by 1 + (the others' load) / capacity.  Its speed is 1 / this."""
+    stretch = free_frac
+    for res, demand, bound in uses:
+        if res in bursty:
+            stretch += bound * (1.0 + max(0.0, load[res] - demand) / capacity[res])
+        else:
+            f = factor[res]
+            other = through.get(res) if through else None
+            if other is not None and factor[other] > f:
+                f = factor[other]
+            stretch += bound * f
+    return stretch
 
 
 class FluidShare:
@@ -196,25 +244,12 @@ class FluidShare:
     def factors(self) -> dict[Hashable, float]:
         """Each non-bursty resource's current stretch factor (1 where it has room)."""
         cap = self.capacity
-        load = self.load
-        over = {}
-        for r, lr in load.items():
-            if r in self.bursty:
-                continue
-            c = cap[r]
-            t = self.thrash.get(r)
-            if t is not None:
-                c = t.effective(c, lr)
-            if lr > c * (1 + 1e-12):
-                over[r] = c
-        factor = dict.fromkeys(load, 1.0)
-        if not over:
-            return factor
-        for r, c in over.items():
-            if r in self.conserved:
-                factor[r] = shared_factor([(d, m) for m, d in self._draws[r].items()], c)
-            else:
-                factor[r] = load[r] / c
+        thrash = self.thrash
+        draws = self._draws
+        factor = dict.fromkeys(self.load, 1.0)
+        for r, lr in self.load.items():
+            if r not in self.bursty:
+                factor[r] = resource_factor(cap[r], lr, draws.get(r), thrash.get(r))
         return factor
 
     def _reschedule(self) -> None:
@@ -225,17 +260,7 @@ class FluidShare:
         through = self.through
         soonest = None
         for job in self.active:
-            stretch = job.free_frac
-            for res, demand, bound in job.uses:
-                if res in bursty:
-                    stretch += bound * (1.0 + max(0.0, load[res] - demand) / cap[res])
-                else:
-                    f = factor[res]
-                    other = through.get(res)
-                    if other is not None and factor[other] > f:
-                        f = factor[other]
-                    stretch += bound * f
-            job.rate = 1.0 / stretch
+            job.rate = 1.0 / job_stretch(job.free_frac, job.uses, factor, load, cap, bursty, through)
             t = job.work / job.rate
             if soonest is None or t < soonest:
                 soonest = t
