@@ -9,6 +9,9 @@ from rich.table import Table
 
 from simgpu.errors import fmt_bytes
 
+#: Holders listed per OOM in the table (the JSON has them all).
+HOLDERS_SHOWN = 5
+
 
 def _secs(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f} s"
@@ -78,6 +81,7 @@ def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
                 f"{o.get('worker') or '?'}, {where}: requested {fmt_bytes(o['requested_bytes'])} "
                 f"for {o.get('buffer') or '?'}, free {fmt_bytes(o['free_bytes'])}"
             )
+            print_holders(o, console)
     for f in doc["failures"][:5]:
         console.print(f"  proof {f['proof']} failed: {f['reason']}")
     if doc["deadlock"]:
@@ -98,3 +102,29 @@ def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
             console.print(f"  ({len(waiting) - shown} more tasks wait behind; --json lists them all)")
     for leak in doc["leaks"][:3]:
         console.print(f"[yellow]leak:[/yellow] {leak}")
+
+
+def holder_name(h: dict[str, Any]) -> str:
+    """Who a holder is: its worker, proof and partition (set-up memory is nobody's)."""
+    if h.get("proof") is None:
+        return "set-up (no partition)"
+    who = f"{h['worker']} " if h.get("worker") else ""
+    return f"{who}proof {h['proof']} partition {h['partition']}"
+
+
+def print_holders(o: dict[str, Any], console: Console) -> None:
+    """What was live when `o` ran out, the largest first, and what each holder did."""
+    holders = o.get("holders") or []
+    for h in holders[:HOLDERS_SHOWN]:
+        when = f"{h['stage']} at t={h['t']:.3f}s" if h.get("t") is not None else "set-up"
+        doing = f": {h['doing']}" if h.get("doing") else ""
+        console.print(
+            f"    live {fmt_bytes(h['bytes']):>10} {h['buffer']} of {holder_name(h)}, {when}{doing}"
+        )
+    if len(holders) > HOLDERS_SHOWN:
+        rest = sum(h["bytes"] for h in holders[HOLDERS_SHOWN:])
+        more = len(holders) - HOLDERS_SHOWN
+        console.print(f"    live {fmt_bytes(rest):>10} in {more} more allocation(s) (--json lists them)")
+    other = o["capacity_bytes"] - o["free_bytes"] - sum(h["bytes"] for h in holders)
+    if other > 0:
+        console.print(f"    live {fmt_bytes(other):>10} resident or not a named buffer (context, caches)")

@@ -1,7 +1,9 @@
 """Spans of a run's records, and the Chrome/Perfetto trace drawn from them.
 
 A trace is a run's timeline laid out like a subway map: one track per GPU worker, CPU
-stages packed on a few lanes, a track per lock, and VRAM and host RSS as counters.
+stages packed on a few lanes, a track per lock, and VRAM and host RSS as counters.  An
+OOM is an instant event whose args are the OOM record's, holders included (who held
+what, since when, doing what).
 """
 
 from __future__ import annotations
