@@ -10,6 +10,10 @@ Events (fields):
     stage_start (stage, on) / stage_end (stage, on, seconds)
     phase_start (stage, phase) / phase_end (stage, phase)
     lock_acquired (lock, waited)  / lock_released (lock)
+    waited (on, waited): a partition's wait that ended, recorded only when it lasted:
+        on "host_budget" (its share of the budget), "synthesis_slot" (a slot of the pool),
+        "gpu_queue_room" (a full GPU queue: backpressure), "gpu_queue_item" (a GPU worker
+        idle, waiting for a partition)
     oom (kind, pool, stage, worker, buffer, requested_bytes, free_bytes, capacity_bytes,
         holders): holders are the allocations live at that instant (ledger.holder_record)
         with what the task carrying each one's partition was doing then (`doing`, and
@@ -144,3 +148,10 @@ class RunResult:
     leaks: list[str] = field(default_factory=list)
     seed: int = 0
     interrupted: str | None = None  # real runs: why the run stopped early (Ctrl-C)
+    #: The run's configuration (its runtime's PipelineConfig): the report reads the pool
+    #: and queue sizes off it.
+    config: Any = None
+    #: Per shared resource the model's fluid share knows ("membw", "cores", "h2d0" ...),
+    #: the intervals during which it was oversubscribed; None where the runtime cannot see
+    #: it (a real run).
+    saturation: dict[str, list[tuple[float, float]]] | None = None

@@ -105,6 +105,7 @@ def test_trace_and_plot(tmp_path):
         "prestage",
         "kernels",
         "synthesis",
+        "membw oversubscribed",
     }
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -45,6 +45,11 @@ add up to more than the capacity, so there a job's factor is 1 + (L_r - own dema
 Speeds change only when a job starts or ends; between those instants every job's
 remaining work shrinks linearly, so the next completion is known exactly and one
 timeout per change suffices.
+
+**Saturation.**  At each of those instants the share also notes which resources
+stretch their bound jobs (a factor above 1): `saturation(end)` gives, per resource, the
+intervals during which it was oversubscribed, which the report reads as "host memory
+bandwidth bounded progress".
 """
 
 from __future__ import annotations
@@ -146,6 +151,10 @@ class FluidShare:
         self.active: list[Job] = []
         self._last = 0.0
         self._token = 0
+        # which resources stretch their jobs now, since when, and the intervals closed
+        self._saturated: frozenset[Hashable] = frozenset()
+        self._since: dict[Hashable, float] = {}
+        self._intervals: dict[Hashable, list[tuple[float, float]]] = {r: [] for r in self.capacity}
 
     def submit(self, work: float, uses: tuple[tuple[Hashable, float, float], ...], what: str) -> simpy.Event:
         done = self.env.event()
@@ -193,8 +202,34 @@ class FluidShare:
                 job.work -= dt * job.rate
         self._last = now
 
+    def saturation(self, end: float) -> dict[Hashable, list[tuple[float, float]]]:
+        """Per resource, the intervals during which it stretched its bound jobs, the one
+        still open closed at `end`."""
+        out = {r: list(spans) for r, spans in self._intervals.items()}
+        for r, since in self._since.items():
+            if end > since:
+                out[r].append((since, end))
+        return out
+
+    def _note_saturation(self, factor: dict[Hashable, float], over: frozenset[Hashable]) -> None:
+        # Called at every change of speeds: a set comparison when nothing changed.
+        sat = frozenset(r for r in over if factor[r] > 1.0) if over else frozenset()
+        if sat == self._saturated:
+            return
+        now = self.env.now
+        for r in sat - self._saturated:
+            self._since[r] = now
+        for r in self._saturated - sat:
+            since = self._since.pop(r)
+            if now > since:
+                self._intervals[r].append((since, now))
+        self._saturated = sat
+
     def factors(self) -> dict[Hashable, float]:
         """Each non-bursty resource's current stretch factor (1 where it has room)."""
+        return self._factors()[0]
+
+    def _factors(self) -> tuple[dict[Hashable, float], frozenset[Hashable]]:
         cap = self.capacity
         load = self.load
         over = {}
@@ -209,18 +244,19 @@ class FluidShare:
                 over[r] = c
         factor = dict.fromkeys(load, 1.0)
         if not over:
-            return factor
+            return factor, frozenset()
         for r, c in over.items():
             if r in self.conserved:
                 factor[r] = shared_factor([(d, m) for m, d in self._draws[r].items()], c)
             else:
                 factor[r] = load[r] / c
-        return factor
+        return factor, frozenset(over)
 
     def _reschedule(self) -> None:
         cap = self.capacity
         load = self.load
-        factor = self.factors()
+        factor, over = self._factors()
+        self._note_saturation(factor, over)
         bursty = self.bursty
         through = self.through
         soonest = None

@@ -265,9 +265,15 @@ class SimRuntime(RuntimeBase):
                 if led.live:
                     tags = ", ".join(a.tag for a in led.allocations())
                     leaks.append(f"{led.pool}: {led.live} bytes still allocated at the end ({tags})")
-        return self.result(
+        result = self.result(
             daemon.proofs, self.vram, self.host, time.perf_counter() - wall, deadlock=stuck, leaks=leaks
         )
+        result.config = self.config
+        result.saturation = {
+            r if isinstance(r, str) else f"{r[0]}{r[1]}": spans
+            for r, spans in self.fluid.saturation(env.now).items()
+        }
+        return result
 
     def task_views(self) -> list[TaskView]:
         """Every live task and what it is doing now (for an OOM's holders)."""

@@ -424,7 +424,7 @@ class RealRuntime(RuntimeBase):
             for g in self.vram
             if g.live > 0 and stuck is None and interrupted is None
         ]
-        return self.result(
+        result = self.result(
             daemon.proofs,
             self.vram,
             self.host,
@@ -433,6 +433,8 @@ class RealRuntime(RuntimeBase):
             leaks=leaks,
             interrupted=interrupted,
         )
+        result.config = self.config
+        return result
 
 
 __all__ = ["Cancelled", "RealRuntime", "RunResult", "StageExecutor"]

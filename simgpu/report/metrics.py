@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simgpu.events import Record
+from simgpu.report.bottleneck import bottleneck, mean_shares
 from simgpu.report.oom import oom_events
 
 
@@ -104,6 +105,9 @@ class RunSummary:
     seed: int = 0
     #: Durations of the stages that ended without error (stage -> seconds, by end time).
     stage_seconds: dict[str, list[float]] = field(default_factory=dict)
+    #: Per resource, the share of the makespan during which it bounded progress
+    #: (report.bottleneck); None where the runtime could not see the resource.
+    bottleneck: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def any_oom(self) -> bool:
@@ -185,6 +189,9 @@ def summarize(result: Any) -> RunSummary:
         leaks=list(result.leaks),
         seed=result.seed,
         stage_seconds=stage_seconds,
+        bottleneck=bottleneck(
+            records, window, getattr(result, "saturation", None), getattr(result, "config", None)
+        ),
     )
 
 
@@ -229,6 +236,7 @@ def aggregate(runs: list[RunSummary]) -> dict[str, Any]:
         },
         "oom_risk": {"p": oom_runs / n, "ci95": [lo, hi], "runs": n},
         "stages": _stage_table(runs),
+        "bottleneck": mean_shares([r.bottleneck for r in runs]),
     }
 
 

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simgpu.errors import fmt_bytes
+from simgpu.report.bottleneck import label, ranked
 
 #: Holders listed per OOM in the table (the JSON has them all).
 HOLDERS_SHOWN = 5
@@ -70,6 +71,14 @@ def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
     )
     for key, value in doc.get("verification", {}).items():
         t.add_row(f"verified {key}", str(value))
+    shares = doc.get("bottleneck") or {}
+    # every lock, even at 0 % (is it the lock? is the first question), and what else shows
+    shown = [(k, v) for k, v in shares.items() if k.startswith("lock ") and v is not None]
+    shown += [(k, v) for k, v in ranked(shares) if not k.startswith("lock ") and v >= 0.0005]
+    for key, share in sorted(shown, key=lambda kv: -kv[1]):
+        t.add_row(f"bounded by {label(key)}", f"{100 * share:.1f} % of the makespan")
+    if "host_membw" in shares and shares["host_membw"] is None:
+        t.add_row("bounded by host memory bandwidth", "not measured (real run)")
     console.print(t)
     ooms = doc["oom_events"]
     if ooms:

@@ -138,7 +138,7 @@ class Daemon:
         made ready for the GPU, then it waits for its end and gives its memory back."""
         rt = self.rt
         estimate = rt.partition_estimate(part)
-        yield self.budget.acquire(estimate)
+        yield from self.waiting(self.budget.acquire(estimate), "host_budget", part)
         self.reserved[part] = estimate
         try:
             yield from self.make_ready(part)
@@ -177,7 +177,7 @@ class Daemon:
         """A synthesis slot, synthesis and prep on the CPU, then onto the GPU queue (a full
         queue keeps the slot: that is the backpressure on synthesis)."""
         rt = self.rt
-        yield self.pool.acquire()
+        yield from self.waiting(self.pool.acquire(), "synthesis_slot", part)
         try:
             if part.proof.failed:
                 raise PartitionAbandoned(f"{part.proof.label} already failed")
@@ -185,15 +185,26 @@ class Daemon:
             yield rt.stage("prep", part, None)
             # recorded before the put: the worker that takes it acts only after it
             rt.record("partition_queued", proof=part.proof.id, partition=part.index)
-            yield self.queue.put(part)
+            yield from self.waiting(self.queue.put(part), "gpu_queue_room", part)
         finally:
             self.pool.release()
+
+    def waiting(self, waitable: object, on: str, part: Partition | None = None) -> Proc:
+        """Yield `waitable` and return its value; a wait that lasted is recorded when it
+        ends (`waited`: what the report's bottleneck shares are made of)."""
+        since = self.rt.now()
+        value = yield waitable
+        waited = self.rt.now() - since
+        if waited > 0:
+            where = {} if part is None else {"proof": part.proof.id, "partition": part.index}
+            self.rt.record("waited", on=on, waited=waited, **where)
+        return value
 
     # ---------------------------------------------------------------- GPU workers
 
     def gpu_worker(self, worker: Worker) -> Proc:
         while True:
-            part = yield self.queue.get()
+            part = yield from self.waiting(self.queue.get(), "gpu_queue_item")
             if part is None:
                 return
             # when this worker took it: the end of its wait in the queue (cuzk's GPU_PICKUP)
