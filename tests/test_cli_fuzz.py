@@ -65,7 +65,7 @@ AXES = {"gpu_workers", "partition_workers", "concurrency"}
 BAD_AXIS = ["banana", "4..1", "1..", "..4", "1..4:0", "1..4:-1", "1,,2", "0", "-1", "1e999"]
 #: Options that only choose among names: any name not among them is malformed.
 NAME_OPTIONS = {"design", "profile", "backend", "workload", "x", "y", "base", "b_g2_on", "circuit"}
-OUTPUT_PATHS = {"trace", "plot", "out", "timeline"}
+OUTPUT_PATHS = {"trace", "plot", "out", "timeline", "records"}
 #: A directory the command creates if it must: malformed when it cannot be one.
 BAD_DIRECTORY = ["{tmp}/file.toml", "{tmp}/file.toml/below", "\x00"]
 
