@@ -86,7 +86,9 @@ def doing_text(
     if not what:
         return "running"
     if what.startswith("stage "):
-        return f"in {what}" + (f" ({inner})" if inner else "")
+        stage = what[len("stage ") :]
+        # a stage of one phase names its phase after itself: "prep.prep" says nothing more
+        return f"in {what}" + (f" ({inner})" if inner and inner != f"{stage}.{stage}" else "")
     return f"waiting for {what}"
 
 

@@ -166,3 +166,26 @@ def test_bad_input_is_one_line_and_exit_2(content, message, tmp_path, capsys):
 def test_a_missing_file_is_one_line_and_exit_2(tmp_path, capsys):
     code, _, err = run_cli(["explain", str(tmp_path / "nope.json")], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot be read" in err
+
+
+def test_a_host_oom_names_the_partitions_holding_host_memory():
+    from simgpu.report.explain import tell
+
+    # tiny with 13 GiB of RAM, 10 resident, a budget beyond it: p0 synthesises into 2 GiB
+    # (host_abc + host_aux) at 0; p1's host_abc takes the last GiB, its host_aux does not fit
+    _, s = simulate(
+        tiny_profile(), "single-lock", proofs=1, concurrency=1, host_ram=13 * 2**30, total_budget=2**40
+    )
+    (oom,) = s.oom_events
+    assert oom["kind"] == "host RAM"
+    first, step = tell(oom)
+    assert first.startswith(
+        "proof 0 partition 0's host_abc/host_aux (2.00 GiB, from its synthesis) were live since t=0.000 s, "
+        "held outside any lock, while it was in stage synthesis, when proof 0 partition 1 outside any lock "
+        "asked for 1.00 GiB for host_aux (stage synthesis, proof 0 partition 1, beside 1.00 GiB of its own "
+        "(host_abc)): 0 B free of 13.00 GiB (10.00 GiB resident), 1.00 GiB short."
+    ), first
+    assert step == (
+        "What let both happen: proof 0 partition 0 and proof 0 partition 1 both allocated outside any "
+        "lock: no lock kept the two apart."
+    )

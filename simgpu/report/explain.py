@@ -275,7 +275,9 @@ def _buffers_phrase(g: Holder) -> str:
     stages = "/".join(g.stages) or "?"
     under = g.first.get("allocated_under") or []
     made = f"from its {stages}" + (f" under {' and '.join(under)}" if under else "")
-    return f"{'/'.join(g.buffers)} ({fmt_bytes(g.nbytes)}, {_part(g.first)}, {made})"
+    # a holder named by its partition (no worker) is not named twice
+    part = f"{_part(g.first)}, " if g.first.get("worker") else ""
+    return f"{'/'.join(g.buffers)} ({fmt_bytes(g.nbytes)}, {part}{made})"
 
 
 def _step(o: dict[str, Any], g: Holder | None, own: Holder | None) -> str:
