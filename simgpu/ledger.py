@@ -160,8 +160,9 @@ class Ledger:
             raise self.error(
                 self.pool, nbytes, self.free, self.capacity, buffer=tag, holders=self.holders(), **where
             )
-        if self.clock is not None:
-            t = self.clock()
+        clock = self.clock
+        if clock is not None:
+            t = clock()
         a = Allocation(
             self,
             nbytes,
@@ -178,7 +179,8 @@ class Ledger:
         self.used += nbytes
         if self.used > self.peak:
             self.peak = self.used
-        self._stamp()
+        if clock is not None:
+            self._stamp(t)
         return a
 
     def release(self, a: Allocation) -> None:
@@ -189,9 +191,10 @@ class Ledger:
         self.used -= a.nbytes
         self._stamp()
 
-    def _stamp(self) -> None:
+    def _stamp(self, t: float | None = None) -> None:
         if self.clock is not None:
-            t = self.clock()
+            if t is None:
+                t = self.clock()
             if self.history and self.history[-1][0] == t:
                 self.history[-1] = (t, self.used)
             else:

@@ -61,6 +61,8 @@ import simpy
 
 #: Work below this many seconds counts as finished (floating-point residue).
 EPS = 1e-9
+#: No resource saturated.
+_NONE: frozenset = frozenset()
 #: The stretch factor where a resource cannot serve its bound jobs at all (what jobs
 #: that are not bound to it draw already fills it): they crawl rather than divide by 0.
 MAX_FACTOR = 1e6
@@ -152,7 +154,7 @@ class FluidShare:
         self._last = 0.0
         self._token = 0
         # which resources stretch their jobs now, since when, and the intervals closed
-        self._saturated: frozenset[Hashable] = frozenset()
+        self._saturated: frozenset[Hashable] = _NONE
         self._since: dict[Hashable, float] = {}
         self._intervals: dict[Hashable, list[tuple[float, float]]] = {r: [] for r in self.capacity}
 
@@ -211,9 +213,10 @@ class FluidShare:
                 out[r].append((since, end))
         return out
 
-    def _note_saturation(self, factor: dict[Hashable, float], over: frozenset[Hashable]) -> None:
-        # Called at every change of speeds: a set comparison when nothing changed.
-        sat = frozenset(r for r in over if factor[r] > 1.0) if over else frozenset()
+    def _note_saturation(self, factor: dict[Hashable, float], over: dict[Hashable, float]) -> None:
+        # Called at a change of speeds with something over capacity or saturated before:
+        # a set comparison when nothing changed.
+        sat = frozenset([r for r in over if factor[r] > 1.0]) if over else _NONE
         if sat == self._saturated:
             return
         now = self.env.now
@@ -229,7 +232,8 @@ class FluidShare:
         """Each non-bursty resource's current stretch factor (1 where it has room)."""
         return self._factors()[0]
 
-    def _factors(self) -> tuple[dict[Hashable, float], frozenset[Hashable]]:
+    def _factors(self) -> tuple[dict[Hashable, float], dict[Hashable, float]]:
+        """The factors, and the resources over their (effective) capacity."""
         cap = self.capacity
         load = self.load
         over = {}
@@ -244,19 +248,20 @@ class FluidShare:
                 over[r] = c
         factor = dict.fromkeys(load, 1.0)
         if not over:
-            return factor, frozenset()
+            return factor, over
         for r, c in over.items():
             if r in self.conserved:
                 factor[r] = shared_factor([(d, m) for m, d in self._draws[r].items()], c)
             else:
                 factor[r] = load[r] / c
-        return factor, frozenset(over)
+        return factor, over
 
     def _reschedule(self) -> None:
         cap = self.capacity
         load = self.load
         factor, over = self._factors()
-        self._note_saturation(factor, over)
+        if over or self._saturated:
+            self._note_saturation(factor, over)
         bursty = self.bursty
         through = self.through
         soonest = None
