@@ -196,7 +196,12 @@ class Daemon:
         value = yield waitable
         waited = self.rt.now() - since
         if waited > 0:
-            where = {} if part is None else {"proof": part.proof.id, "partition": part.index}
+            # a worker's wait for its next partition belongs to no partition (not its last one)
+            where = (
+                {"proof": None, "partition": None}
+                if part is None
+                else {"proof": part.proof.id, "partition": part.index}
+            )
             self.rt.record("waited", on=on, waited=waited, **where)
         return value
 
