@@ -124,6 +124,9 @@ SeedOpt = Annotated[int | None, typer.Option(help="first seed (>= 0)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the JSON document instead of the table")]
 TraceOpt = Annotated[Path | None, typer.Option(help="write a Chrome/Perfetto trace (.json)")]
 PlotOpt = Annotated[Path | None, typer.Option(help="write a Gantt chart + memory over time (.png/.pdf/.svg)")]
+RecordsOpt = Annotated[
+    Path | None, typer.Option(help="write the (first) run's event records, JSON Lines, for simgpu explain")
+]
 BackendOpt = Annotated[str | None, typer.Option(help="cupy (the GPU) or cpu (small circuits, emulated VRAM)")]
 KeysOpt = Annotated[Path, typer.Option(help="where trusted-setup keys are cached")]
 #: Where b_g2_msm runs (run, validate, calibrate).
@@ -231,8 +234,9 @@ def writable(path: Path | None, what: str, suffixes: tuple[str, ...] = ()) -> Pa
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 
-def _outputs(trace: Path | None, plot: Path | None) -> None:
+def _outputs(trace: Path | None, plot: Path | None, records: Path | None = None) -> None:
     writable(trace, "--trace")
+    writable(records, "--records")
     writable(plot, "--plot", PLOT_SUFFIXES)
     if plot is not None:
         from simgpu.report.plot import require_matplotlib
@@ -240,7 +244,13 @@ def _outputs(trace: Path | None, plot: Path | None) -> None:
         require_matplotlib()
 
 
-def _write_outputs(result: Any, meta: Any, trace: Path | None, plot: Path | None) -> None:
+def _write_outputs(
+    result: Any, meta: Any, trace: Path | None, plot: Path | None, records: Path | None = None
+) -> None:
+    if records:
+        from simgpu.report.records import write_records
+
+        write_records(records, result, meta)
     if trace:
         from simgpu.report.trace import write_trace
 
@@ -312,6 +322,7 @@ def predict(
     json_out: JsonOpt = False,
     trace: TraceOpt = None,
     plot: PlotOpt = None,
+    records: RecordsOpt = None,
 ) -> None:
     """Predict throughput, latency, VRAM/host peaks and OOM risk of a design."""
     from simgpu.model.montecarlo import MAX_RUNS
@@ -322,7 +333,7 @@ def predict(
     from simgpu.sched.registry import resolve_design
 
     _positive(runs, "--runs", MAX_RUNS)
-    _outputs(trace, plot)
+    _outputs(trace, plot, records)
     price = _price(price_per_hour)
     prof = load_profile(find_profile(profile))
     cfg = pipeline_config(
@@ -349,7 +360,7 @@ def predict(
     prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
     meta = meta_of("predict", dsg.label, prof.name, prof.hardware.vram, wl, cfg)
     doc = build_document(meta, prediction.aggregate(), prediction.summaries, price_per_hour=price)
-    _write_outputs(prediction.first, meta, trace, plot)
+    _write_outputs(prediction.first, meta, trace, plot, records)
     if json_out:
         sys.stdout.write(write_json(doc, None) + "\n")
     else:
@@ -655,6 +666,7 @@ def run(
     json_out: JsonOpt = False,
     trace: TraceOpt = None,
     plot: PlotOpt = None,
+    records: RecordsOpt = None,
     timeline: Annotated[
         Path | None,
         typer.Option(
@@ -670,7 +682,7 @@ def run(
     from simgpu.report.table import print_table
     from simgpu.sched.registry import resolve_design
 
-    _outputs(trace, plot)
+    _outputs(trace, plot, records)
     writable(timeline, "--timeline")
     cfg = pipeline_config(
         config,
@@ -707,7 +719,7 @@ def run(
     wl = Workload(f"groth16-n{n}", parts, n)
     doc = real_document(outcome, dsg, settings.backend, wl, cfg)
     meta = meta_of("run", dsg.label, doc["profile"], outcome.vram_capacity, wl, cfg)
-    _write_outputs(outcome.result, meta, trace, plot)
+    _write_outputs(outcome.result, meta, trace, plot, records)
     if timeline:
         from simgpu.report.timeline import write_timeline
 
@@ -935,6 +947,25 @@ def calibrate(
         console.print(f"  {key:28s} {100 * err:6.1f} %")
     for m in doc["calibration"]["missing"]:
         console.print(f"[yellow]missing:[/yellow] {m}")
+
+
+@app.command()
+@reports_errors
+def explain(
+    file: Annotated[Path, typer.Argument(help="a predict/run --json document, or a --records file")],
+    json_out: Annotated[bool, typer.Option("--json", help="print the explanation as JSON")] = False,
+) -> None:
+    """Tell each distinct OOM cause of a run (who held which bytes since when, under which
+    lock, what the failing worker asked for, which step let both happen) and what bounded
+    its progress."""
+    from simgpu.report.document import write_json
+    from simgpu.report.explain import as_json, load, report
+
+    run = load(file)
+    if json_out:
+        sys.stdout.write(write_json(as_json(run), None) + "\n")
+    else:
+        typer.echo(report(run))
 
 
 @app.command()

@@ -29,7 +29,10 @@ class UserError(SimgpuError):
 
 
 class OutOfMemory(SimgpuError):
-    """An allocation did not fit.  Carries where it happened and by how much."""
+    """An allocation did not fit.  Carries where it happened, by how much, and who held
+    the rest: `holders`, every allocation live at that instant (worker, proof, partition,
+    buffer, bytes, the stage and time it was allocated; simgpu.ledger.holder_record), the
+    largest first.  A runtime adds what each holder was doing before it records the OOM."""
 
     kind = "memory"
 
@@ -44,6 +47,7 @@ class OutOfMemory(SimgpuError):
         worker: str = "",
         proof: int | None = None,
         partition: int | None = None,
+        holders: list[dict] | None = None,
     ) -> None:
         self.pool = pool
         self.requested = int(requested)
@@ -54,9 +58,12 @@ class OutOfMemory(SimgpuError):
         self.worker = worker
         self.proof = proof
         self.partition = partition
+        self.holders = list(holders or [])
         # Every field in args: SimPy re-creates an exception as type(e)(*e.args) when it
         # throws it into the process that waits.
-        super().__init__(pool, requested, free, capacity, buffer, stage, worker, proof, partition)
+        super().__init__(
+            pool, requested, free, capacity, buffer, stage, worker, proof, partition, self.holders
+        )
 
     def __str__(self) -> str:
         return self.describe()
@@ -91,6 +98,7 @@ class OutOfMemory(SimgpuError):
             "requested_bytes": self.requested,
             "free_bytes": self.free,
             "capacity_bytes": self.capacity,
+            "holders": self.holders,
         }
 
 

@@ -10,7 +10,14 @@ Events (fields):
     stage_start (stage, on) / stage_end (stage, on, seconds)
     phase_start (stage, phase) / phase_end (stage, phase)
     lock_acquired (lock, waited)  / lock_released (lock)
-    oom (pool, stage, buffer, requested, free, capacity)
+    waited (on, waited): a partition's wait that ended, recorded only when it lasted:
+        on "host_budget" (its share of the budget), "synthesis_slot" (a slot of the pool),
+        "gpu_queue_room" (a full GPU queue: backpressure), "gpu_queue_item" (a GPU worker
+        idle, waiting for a partition)
+    oom (kind, pool, stage, worker, buffer, requested_bytes, free_bytes, capacity_bytes,
+        holders): holders are the allocations live at that instant (ledger.holder_record)
+        with what the task carrying each one's partition was doing then (`doing`, and
+        `waits_for`: the lock it was parked on, or null)
 """
 
 from __future__ import annotations
@@ -57,6 +64,62 @@ def partition_sequence(records: list[Record], proof: int, partition: int) -> lis
     return out
 
 
+@dataclass(frozen=True)
+class TaskView:
+    """One live task at an instant, as its runtime sees it: its name, its context
+    (device, worker, proof, partition), what it is doing, and the lock it is parked on."""
+
+    name: str
+    ctx: dict[str, Any]
+    doing: str
+    waits_for: str | None = None
+
+
+def doing_text(
+    what: str | None, lock: str | None = None, lock_holder: str | None = None, inner: str | None = None
+) -> str:
+    """What a task is doing, in words, from the `what` of the waitable it is parked on
+    (both runtimes name their waitables alike): "in stage kernels (kernels.h_msm)",
+    "waiting for lock gpu0/compute (held by gpu0.w1)", "waiting for a partition to finish"."""
+    if lock:
+        return f"waiting for lock {lock}" + (f" (held by {lock_holder})" if lock_holder else "")
+    if not what:
+        return "running"
+    if what.startswith("stage "):
+        stage = what[len("stage ") :]
+        # a stage of one phase names its phase after itself: "prep.prep" says nothing more
+        return f"in {what}" + (f" ({inner})" if inner and inner != f"{stage}.{stage}" else "")
+    return f"waiting for {what}"
+
+
+def _carrier(tasks: list[TaskView], holder: dict[str, Any]) -> TaskView | None:
+    """The task carrying a holder's partition: the one of its worker if that still works
+    on it, else a GPU worker's task on it (a partition's host buffers outlive its
+    synthesis), else any task of that partition."""
+    if holder.get("proof") is None:
+        return None  # set-up memory (keys, caches): nobody's partition
+    same = [
+        v
+        for v in tasks
+        if v.ctx.get("proof") == holder["proof"] and v.ctx.get("partition") == holder["partition"]
+    ]
+    worker = holder.get("worker")
+    return (
+        next((v for v in same if worker and v.ctx.get("worker") == worker), None)
+        or next((v for v in same if v.ctx.get("worker")), None)
+        or (same[0] if same else None)
+    )
+
+
+def with_doing(holders: list[dict[str, Any]], tasks: list[TaskView]) -> list[dict[str, Any]]:
+    """Each holder record with what the task carrying its partition was doing."""
+    out = []
+    for h in holders:
+        v = _carrier(tasks, h)
+        out.append(h | {"doing": v.doing if v else "", "waits_for": v.waits_for if v else None})
+    return out
+
+
 @dataclass
 class LockStats:
     """Waits for one lock over a run."""
@@ -87,3 +150,10 @@ class RunResult:
     leaks: list[str] = field(default_factory=list)
     seed: int = 0
     interrupted: str | None = None  # real runs: why the run stopped early (Ctrl-C)
+    #: The run's configuration (its runtime's PipelineConfig): the report reads the pool
+    #: and queue sizes off it.
+    config: Any = None
+    #: Per shared resource the model's fluid share knows ("membw", "cores", "h2d0" ...),
+    #: the intervals during which it was oversubscribed; None where the runtime cannot see
+    #: it (a real run).
+    saturation: dict[str, list[tuple[float, float]]] | None = None

@@ -3,30 +3,104 @@
 A ledger is plain arithmetic, with no notion of time of its own: the model's SimRuntime
 and the real prover's CPU backend both book their allocations here, so "does it fit"
 is decided in one place.  An allocation that does not fit raises the pool's
-OutOfMemory subclass with the numbers a user needs: requested, free, capacity, and
-whoever asked.
+OutOfMemory subclass with the numbers a user needs: requested, free, capacity, whoever
+asked, and every allocation live at that instant with its holder (like a cloakroom's
+ticket stubs: whose coat, which hook, since when).
+
+A holder is the partition an allocation was made for: its worker, proof and partition,
+the stage that made it and when.  The model's interpreter says so with each `alloc`; the
+real prover's devices allocate deep inside a stage, so the runtime names the holder once
+per stage for the calling thread (`holder_scope`) and they read it (`current_holder`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from simgpu.errors import DesignError, HostRamExhausted, OutOfMemory, VramExhausted
 
+_scope = threading.local()
 
-@dataclass(eq=False)
+
+@contextlib.contextmanager
+def holder_scope(clock: Callable[[], float] | None = None, **holder: Any) -> Iterator[None]:
+    """Within the block, allocations made on this thread without saying for whom are
+    booked for `holder` (stage, worker, proof, partition), stamped with `clock()`."""
+    previous = getattr(_scope, "holder", None)
+    _scope.holder = (holder, clock)
+    try:
+        yield
+    finally:
+        _scope.holder = previous
+
+
+def current_holder() -> dict[str, Any]:
+    """The holder this thread allocates for (with `t`, the time now), or {} outside any
+    `holder_scope` (set-up work: keys, warm-up, caches)."""
+    scope = getattr(_scope, "holder", None)
+    if scope is None:
+        return {}
+    holder, clock = scope
+    out = dict(holder)
+    if clock is not None:
+        out["t"] = clock()
+    return out
+
+
+def largest_first(holders: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Holder records in the order reports list them: the largest first, then the oldest."""
+    return sorted(holders, key=lambda h: (-h["bytes"], h["t"] if h["t"] is not None else -1.0, h["buffer"]))
+
+
+def holder_record(buffer: str, nbytes: int, holder: dict[str, Any]) -> dict[str, Any]:
+    """One live allocation as OOM reports carry it (the same keys from every pool)."""
+    return {
+        "worker": holder.get("worker") or "",
+        "proof": holder.get("proof"),
+        "partition": holder.get("partition"),
+        "buffer": buffer,
+        "bytes": int(nbytes),
+        "stage": holder.get("stage") or "",
+        "t": holder.get("t"),
+    }
+
+
+@dataclass(eq=False, slots=True)
 class Allocation:
-    """Bytes held in one ledger until released.  `tag` names the buffer (d_a, msm_buckets)."""
+    """Bytes held in one ledger until released.  `tag` names the buffer (d_a, msm_buckets);
+    the holder is the partition it was made for (worker, proof, partition), by which
+    stage and when (`t`, the ledger's clock or the holder scope's)."""
 
     ledger: Ledger
     nbytes: int
     tag: str
     owner: str = ""
     live: bool = True
+    stage: str = ""
+    worker: str = ""
+    proof: int | None = None
+    partition: int | None = None
+    t: float | None = None
 
     def release(self) -> None:
         self.ledger.release(self)
+
+    def holder(self) -> dict[str, Any]:
+        return holder_record(
+            self.tag,
+            self.nbytes,
+            {
+                "worker": self.worker,
+                "proof": self.proof,
+                "partition": self.partition,
+                "stage": self.stage,
+                "t": self.t,
+            },
+        )
 
 
 @dataclass
@@ -44,7 +118,8 @@ class Ledger:
     used: int = field(init=False)
     peak: int = field(init=False)
     history: list[tuple[float, int]] = field(init=False, default_factory=list)
-    _live: set[Allocation] = field(init=False, default_factory=set)
+    # in allocation order (a dict, not a set): reports list ties the same way every run
+    _live: dict[Allocation, None] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.capacity <= 0:
@@ -67,32 +142,59 @@ class Ledger:
     def allocations(self) -> list[Allocation]:
         return sorted(self._live, key=lambda a: -a.nbytes)
 
-    def alloc(self, nbytes: int, tag: str, *, owner: str = "", **where: object) -> Allocation:
-        """Book `nbytes` or raise the pool's OutOfMemory (nothing is booked then)."""
+    def holders(self) -> list[dict[str, Any]]:
+        """Every live allocation with its holder, the largest first (ties: the oldest)."""
+        return largest_first([a.holder() for a in self._live])
+
+    def alloc(self, nbytes: int, tag: str, *, owner: str = "", **where: Any) -> Allocation:
+        """Book `nbytes` for the holder in `where` (stage, worker, proof, partition; by
+        default this thread's `holder_scope`) or raise the pool's OutOfMemory, naming who
+        holds what (nothing is booked then)."""
         nbytes = int(nbytes)
         if nbytes < 0:
             raise ValueError(f"negative allocation for {tag}")
+        if not where:
+            where = current_holder()
+        t = where.pop("t", None)
         if nbytes > self.free:
-            raise self.error(self.pool, nbytes, self.free, self.capacity, buffer=tag, **where)
-        a = Allocation(self, nbytes, tag, owner)
-        self._live.add(a)
+            raise self.error(
+                self.pool, nbytes, self.free, self.capacity, buffer=tag, holders=self.holders(), **where
+            )
+        clock = self.clock
+        if clock is not None:
+            t = clock()
+        a = Allocation(
+            self,
+            nbytes,
+            tag,
+            owner,
+            True,
+            where.get("stage", ""),
+            where.get("worker", ""),
+            where.get("proof"),
+            where.get("partition"),
+            t,
+        )
+        self._live[a] = None
         self.used += nbytes
         if self.used > self.peak:
             self.peak = self.used
-        self._stamp()
+        if clock is not None:
+            self._stamp(t)
         return a
 
     def release(self, a: Allocation) -> None:
         if not a.live or a not in self._live:
             raise DesignError(f"{self.pool}: {a.tag} released twice")
         a.live = False
-        self._live.discard(a)
+        del self._live[a]
         self.used -= a.nbytes
         self._stamp()
 
-    def _stamp(self) -> None:
+    def _stamp(self, t: float | None = None) -> None:
         if self.clock is not None:
-            t = self.clock()
+            if t is None:
+                t = self.clock()
             if self.history and self.history[-1][0] == t:
                 self.history[-1] = (t, self.used)
             else:

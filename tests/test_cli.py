@@ -97,8 +97,16 @@ def test_trace_and_plot(tmp_path):
     assert {"gpu0.w0", "gpu0.w1", "gpu0/mem", "gpu0/compute"} <= names
     assert any(e["ph"] == "C" and e["name"] == "VRAM GiB" for e in events)
     assert any(e["ph"] == "C" and e["name"] == "host RSS GiB" for e in events)
-    assert any(e["ph"] == "i" and e["name"] == "OOM" for e in events)
-    assert {e["name"] for e in events if e["ph"] == "X"} >= {"prestage", "kernels", "synthesis"}
+    oom = next(e for e in events if e["ph"] == "i" and e["name"] == "OOM")
+    # who held the rest: the other worker's pre-staged buffers, waiting for compute
+    held = {(h["buffer"], h["stage"], h["waits_for"]) for h in oom["args"]["holders"]}
+    assert held == {("d_a", "prestage", "gpu0/compute"), ("d_bc", "prestage", "gpu0/compute")}
+    assert {e["name"] for e in events if e["ph"] == "X"} >= {
+        "prestage",
+        "kernels",
+        "synthesis",
+        "membw oversubscribed",
+    }
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -76,7 +76,7 @@ NAME_OPTIONS = {
     "circuit",
     "placement",
 }
-OUTPUT_PATHS = {"trace", "plot", "out", "timeline"}
+OUTPUT_PATHS = {"trace", "plot", "out", "timeline", "records"}
 #: A directory the command creates if it must: malformed when it cannot be one.
 BAD_DIRECTORY = ["{tmp}/file.toml", "{tmp}/file.toml/below", "\x00"]
 

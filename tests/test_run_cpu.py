@@ -3,6 +3,7 @@ capped ledger) and the model; both must tell the same story per partition."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -58,44 +59,85 @@ def test_sim_and_real_emit_the_same_events_per_partition(executor, design):
             assert r[0] == ("stage_start", "synthesis") and r[-1] == ("partition_completed", "")
 
 
-def test_oom_and_recover_on_a_capped_card(keys_dir, executor):
-    # room for one partition's kernels plus a little, not for another's pre-stage beside it
+@pytest.fixture(scope="module")
+def capped(keys_dir, executor):
+    """The prover on a card with room for one partition's kernels plus a little, not for
+    another's pre-stage beside it: (executor, cap)."""
     one = executor.vram_estimate(None, ("prestage", "kernels"))
     pre = executor.vram_estimate(None, ("prestage",))
     cap = executor.baseline[0] + one + pre // 2
     ex = make_executor(keys_dir, vram_limit=cap)
-    try:
-        # one proof at a time: the design pairs the two partitions of a proof, which
-        # needs both on a worker at once
-        result = real_run(ex, OOM_DESIGN, concurrency=1, retries=1, retry_backoff=0.0)
-        s = summarize(result)
-        assert (s.completed, s.failed) == (2, 0)
-        assert len(s.oom_events) == 2  # partition 1 of each proof, once
-        assert {o["stage"] for o in s.oom_events} == {"kernels"}
-        assert ex.vram_used(0) == ex.baseline[0]  # every failed allocation gave its bytes back
-        # the model of the same card tells the same story, partition by partition
-        sim = sim_run(ex, OOM_DESIGN, vram=cap, concurrency=1, retries=1, retry_backoff=0.0)
-        assert len(summarize(sim).oom_events) == 2
-        for proof in range(2):
-            for part in range(2):
-                assert partition_sequence(result.records, proof, part) == partition_sequence(
-                    sim.records, proof, part
-                )
-    finally:
-        ex.close()
+    yield ex, cap
+    ex.close()
 
 
-def test_without_retries_the_proof_fails_with_the_reason_and_nothing_leaks(keys_dir, executor):
-    one = executor.vram_estimate(None, ("prestage", "kernels"))
-    pre = executor.vram_estimate(None, ("prestage",))
-    ex = make_executor(keys_dir, vram_limit=executor.baseline[0] + one + pre // 2)
-    try:
-        s = summarize(real_run(ex, OOM_DESIGN, concurrency=1))
-        assert s.failed == 2 and s.completed == 0
-        assert all("VRAM exhausted on gpu0 in stage kernels" in f["reason"] for f in s.failures)
-        assert ex.vram_used(0) == ex.baseline[0]
-    finally:
-        ex.close()
+def test_oom_and_recover_on_a_capped_card(capped):
+    ex, cap = capped
+    # one proof at a time: the design pairs the two partitions of a proof, which
+    # needs both on a worker at once
+    result = real_run(ex, OOM_DESIGN, concurrency=1, retries=1, retry_backoff=0.0)
+    s = summarize(result)
+    assert (s.completed, s.failed) == (2, 0)
+    assert len(s.oom_events) == 2  # partition 1 of each proof, once
+    assert {o["stage"] for o in s.oom_events} == {"kernels"}
+    assert ex.vram_used(0) == ex.baseline[0]  # every failed allocation gave its bytes back
+    # the model of the same card tells the same story, partition by partition
+    sim = sim_run(ex, OOM_DESIGN, vram=cap, concurrency=1, retries=1, retry_backoff=0.0)
+    assert len(summarize(sim).oom_events) == 2
+    for proof in range(2):
+        for part in range(2):
+            assert partition_sequence(result.records, proof, part) == partition_sequence(
+                sim.records, proof, part
+            )
+
+
+def test_a_real_oom_lists_the_provers_own_live_buffers_and_explains_from_them(capped, tmp_path):
+    from simgpu.report.document import build_document, meta_of, write_json
+    from simgpu.report.explain import load, report
+    from simgpu.report.metrics import aggregate
+    from simgpu.report.records import write_records
+
+    ex, cap = capped
+    result = real_run(ex, OOM_DESIGN, concurrency=1, retries=1, retry_backoff=0.0)
+    s = summarize(result)
+    for o in s.oom_events:
+        # every allocation live on the CPU device (its ledger has nothing resident): what
+        # the holders list plus what was free is the whole card, to the byte
+        assert sum(h["bytes"] for h in o["holders"]) + o["free_bytes"] == cap
+        mine = (o["proof"], o["partition"])
+        other = [h for h in o["holders"] if h["proof"] is not None and (h["proof"], h["partition"]) != mine]
+        # partition 0's pre-staged buffers, its worker parked on the design's event
+        assert {h["buffer"] for h in other} == {"d_a", "d_bc"}
+        assert all(h["stage"] == "prestage" and 0 < h["t"] < o["t"] for h in other)
+        assert {h["doing"] for h in other} == {"waiting for a partition to finish"}
+        # the prover's own names, from its allocations inside the kernels stage, and what
+        # it allocated at set-up (no partition's): no model books these
+        own = {h["buffer"] for h in o["holders"] if (h["proof"], h["partition"]) == mine}
+        assert "h_msm_bases_batch" in own
+        assert {h["buffer"] for h in o["holders"] if h["proof"] is None} >= {"ntt_tables"}
+    meta = meta_of("run", "oom_recover", "real cpu", cap, Workload("w", 2, SPEC.constraints), result.config)
+    doc, rec = tmp_path / "run.json", tmp_path / "run.jsonl"
+    write_json(build_document(meta, aggregate([s]), [s]), doc)
+    write_records(rec, result, meta)
+    for path in (doc, rec):
+        text = report(load(path))
+        assert "2 OOM event(s) in 1 of 1 run(s)" in text and "1 distinct cause(s)" in text
+        assert re.search(
+            r"worker gpu0\.w\d's d_a/d_bc \([\d.]+ KiB, proof \d partition 0, from its prestage\) were live "
+            r"since t=[\d.]+ s, held outside any lock, while it was waiting for a partition to finish, when "
+            r"worker gpu0\.w\d outside any lock asked for [\d.]+ KiB for h_msm_temporaries \(stage kernels",
+            text,
+        ), text
+        assert "no lock kept the two apart" in text
+        assert "Host memory bandwidth is not measured in a real run." in text
+
+
+def test_without_retries_the_proof_fails_with_the_reason_and_nothing_leaks(capped):
+    ex, _ = capped
+    s = summarize(real_run(ex, OOM_DESIGN, concurrency=1))
+    assert s.failed == 2 and s.completed == 0
+    assert all("VRAM exhausted on gpu0 in stage kernels" in f["reason"] for f in s.failures)
+    assert ex.vram_used(0) == ex.baseline[0]
 
 
 def test_simgpu_run_reports_like_predict_plus_verification(keys_dir):

@@ -45,6 +45,11 @@ add up to more than the capacity, so there a job's factor is 1 + (L_r - own dema
 Speeds change only when a job starts or ends; between those instants every job's
 remaining work shrinks linearly, so the next completion is known exactly and one
 timeout per change suffices.
+
+**Saturation.**  At each of those instants the share also notes which resources
+stretch their bound jobs (a factor above 1): `saturation(end)` gives, per resource, the
+intervals during which it was oversubscribed, which the report reads as "host memory
+bandwidth bounded progress".
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ import simpy
 
 #: Work below this many seconds counts as finished (floating-point residue).
 EPS = 1e-9
+#: No resource saturated.
+_NONE: frozenset = frozenset()
 #: The stretch factor where a resource cannot serve its bound jobs at all (what jobs
 #: that are not bound to it draw already fills it): they crawl rather than divide by 0.
 MAX_FACTOR = 1e6
@@ -194,6 +201,10 @@ class FluidShare:
         self.active: list[Job] = []
         self._last = 0.0
         self._token = 0
+        # which resources stretch their jobs now, since when, and the intervals closed
+        self._saturated: frozenset[Hashable] = _NONE
+        self._since: dict[Hashable, float] = {}
+        self._intervals: dict[Hashable, list[tuple[float, float]]] = {r: [] for r in self.capacity}
 
     def submit(self, work: float, uses: tuple[tuple[Hashable, float, float], ...], what: str) -> simpy.Event:
         done = self.env.event()
@@ -241,21 +252,55 @@ class FluidShare:
                 job.work -= dt * job.rate
         self._last = now
 
+    def saturation(self, end: float) -> dict[Hashable, list[tuple[float, float]]]:
+        """Per resource, the intervals during which it stretched its bound jobs, the one
+        still open closed at `end`."""
+        out = {r: list(spans) for r, spans in self._intervals.items()}
+        for r, since in self._since.items():
+            if end > since:
+                out[r].append((since, end))
+        return out
+
+    def _note_saturation(self, factor: dict[Hashable, float], over: dict[Hashable, float]) -> None:
+        # Called at a change of speeds with something over capacity or saturated before:
+        # a set comparison when nothing changed.
+        sat = frozenset([r for r in over if factor[r] > 1.0]) if over else _NONE
+        if sat == self._saturated:
+            return
+        now = self.env.now
+        for r in sat - self._saturated:
+            self._since[r] = now
+        for r in self._saturated - sat:
+            since = self._since.pop(r)
+            if now > since:
+                self._intervals[r].append((since, now))
+        self._saturated = sat
+
     def factors(self) -> dict[Hashable, float]:
         """Each non-bursty resource's current stretch factor (1 where it has room)."""
+        return self._factors()[0]
+
+    def _factors(self) -> tuple[dict[Hashable, float], dict[Hashable, float]]:
+        """The factors, and the resources stretching their bound jobs (factor above 1)."""
         cap = self.capacity
         thrash = self.thrash
         draws = self._draws
         factor = dict.fromkeys(self.load, 1.0)
+        over = {}
         for r, lr in self.load.items():
             if r not in self.bursty:
-                factor[r] = resource_factor(cap[r], lr, draws.get(r), thrash.get(r))
-        return factor
+                f = resource_factor(cap[r], lr, draws.get(r), thrash.get(r))
+                if f > 1.0:
+                    factor[r] = f
+                    over[r] = f
+        return factor, over
 
     def _reschedule(self) -> None:
         cap = self.capacity
         load = self.load
-        factor = self.factors()
+        factor, over = self._factors()
+        if over or self._saturated:
+            self._note_saturation(factor, over)
         bursty = self.bursty
         through = self.through
         soonest = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from simgpu.errors import OutOfMemory
+from simgpu.events import with_doing
 from simgpu.ledger import Allocation, Ledger
 from simgpu.model import hostmem
 from simgpu.profile.resolve import ALLOC, COPY, FREE, HOST_RELEASE, WORK, StagePlan
@@ -130,7 +131,10 @@ def run_stage(
         if isinstance(part.host, Buffers):
             for buf in host_added:
                 part.host.release(buf)
-        rt._emit("oom", rec_ctx, e.as_dict() | {"stage": name})
+        # who held the rest, and what each holder's task was doing at this instant
+        rt._emit(
+            "oom", rec_ctx, e.as_dict() | {"stage": name, "holders": with_doing(e.holders, rt.task_views())}
+        )
         rt._emit(
             "stage_end",
             rec_ctx,

@@ -20,7 +20,7 @@ import simpy
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.errors import Deadlock, DesignError, SimgpuError, UserError
-from simgpu.events import RunResult
+from simgpu.events import RunResult, TaskView, doing_text
 from simgpu.ledger import host_ledger, vram_ledger
 from simgpu.model import hostmem
 from simgpu.model.contention import FluidShare
@@ -270,9 +270,43 @@ class SimRuntime(RuntimeBase):
                 if led.live:
                     tags = ", ".join(a.tag for a in led.allocations())
                     leaks.append(f"{led.pool}: {led.live} bytes still allocated at the end ({tags})")
-        return self.result(
+        result = self.result(
             daemon.proofs, self.vram, self.host, time.perf_counter() - wall, deadlock=stuck, leaks=leaks
         )
+        result.config = self.config
+        result.saturation = {
+            r if isinstance(r, str) else f"{r[0]}{r[1]}": spans
+            for r, spans in self.fluid.saturation(env.now).items()
+        }
+        return result
+
+    def task_views(self) -> list[TaskView]:
+        """Every live task and what it is doing now (for an OOM's holders)."""
+        parked = {
+            who: (lock.name, lock.holder) for lock in self._locks.values() for _, who, _ in lock._fifo.waiters
+        }
+        active = self.env.active_process
+        views = []
+        for proc, name in self._names.items():
+            if not proc.is_alive:
+                continue
+            target = proc.target
+            # a task in a stage: the stage's process, itself parked on a phase's work
+            inner = (
+                getattr(target.target, "what", None)
+                if isinstance(target, simpy.Process) and target is not active
+                else None
+            )
+            lock, holder = parked.get(name, (None, None))
+            views.append(
+                TaskView(
+                    name,
+                    self._ctx.get(proc, {}),
+                    doing_text(getattr(target, "what", None), lock, holder, inner),
+                    lock,
+                )
+            )
+        return views
 
     def _stuck(self, kind: str, cause: str = "") -> Deadlock:
         waits = []

@@ -4,7 +4,9 @@ Same calls as `CupyDevice`, so the stage code in `simgpu.prover.groth16` (batchi
 buffer lifetimes, the 0/1 split of the MSMs) is the code that runs in CI.  "Device"
 buffers are numpy arrays whose bytes are booked in a `simgpu.ledger.Ledger` (pool
 "gpu<device>") under the buffer's name, with the VRAM cap as the ledger's capacity: a
-too-small cap raises the same `VramExhausted` as CuPy's allocator, naming the buffer.
+too-small cap raises the same `VramExhausted` as CuPy's allocator, naming the buffer and
+the buffers live at that instant with their holders (the ledger books each allocation
+for the holder of the calling thread's `simgpu.ledger.holder_scope`).
 What the CUDA kernels allocate inside a call (NTT scratch and the tables they cache per
 domain size, MSM temporaries) is booked with the sizes `simgpu.prover.memory_plan`
 takes from the kernels' own account, at the same moments, so the ledger follows the

@@ -2,7 +2,10 @@
 
 Real VRAM through CuPy's memory pool, capped with `set_limit` to emulate a smaller
 card, so an allocation beyond the cap is a real `cudaMalloc` failure, raised as
-`VramExhausted` naming the buffer.
+`VramExhausted` naming the buffer and the named buffers live at that instant with their
+holders (the device's own record, `LiveBuffers`).  What the kernels allocate inside a
+call and the pool's cache of freed blocks are not named buffers: an OOM report shows
+them as the part of the used bytes no holder accounts for.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from simgpu.errors import DesignError, VramExhausted
-from simgpu.prover.device import DEFAULT_STREAM_BATCH, DeviceBuffer, PeakMeter
+from simgpu.prover.device import DEFAULT_STREAM_BATCH, DeviceBuffer, LiveBuffers, PeakMeter
 
 if TYPE_CHECKING:
     from simgpu.prover.keys import ProvingKey
@@ -62,6 +65,7 @@ class CupyDevice:
         self._pinned: dict[tuple[str, str], np.ndarray] = {}
         self._resident: dict[tuple[str, str], DeviceBuffer] = {}
         self._cache_lock = threading.Lock()  # GPU workers of one device share the caches
+        self.live = LiveBuffers()
 
     # --- memory -----------------------------------------------------------------------
     def _exhausted(self, name: str, err: BaseException, free: int) -> VramExhausted:
@@ -72,7 +76,9 @@ class CupyDevice:
             requested, inner, free = err.requested, f" ({err.buffer})" if err.buffer else "", err.free
         else:
             requested, inner = int(getattr(err, "_size", 0)), ""
-        return VramExhausted(f"gpu{self.device}", requested, free, cap, buffer=f"{name}{inner}")
+        return VramExhausted(
+            f"gpu{self.device}", requested, free, cap, buffer=f"{name}{inner}", holders=self.live.holders()
+        )
 
     def _free_now(self) -> int:
         """Bytes the pool can still hand out: under a cap, the limit less everything it
@@ -113,7 +119,9 @@ class CupyDevice:
         cp = self.cp
         with cp.cuda.Device(self.device):
             arr = self._guarded(name, lambda: cp.empty(shape, dtype=dtype))
-        return DeviceBuffer(name, arr, int(arr.nbytes), self)
+        buf = DeviceBuffer(name, arr, int(arr.nbytes), self)
+        self.live.add(buf)
+        return buf
 
     def upload(self, name: str, host: np.ndarray) -> DeviceBuffer:
         buf = self.alloc(name, host.shape, host.dtype)
@@ -155,6 +163,7 @@ class CupyDevice:
         if not buf.live:
             raise DesignError(f"gpu{self.device}: {buf.name} freed twice")
         buf.live = False
+        self.live.discard(buf)
         buf.array = None  # the last reference: the block goes back to the pool
 
     def gather(self, name: str, src: Any, index: Any) -> DeviceBuffer:

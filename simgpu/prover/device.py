@@ -19,6 +19,8 @@ it; `simgpu.prover.memory_plan` lists the same names with their sizes.
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -26,6 +28,7 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from simgpu.errors import DesignError
+from simgpu.ledger import current_holder, holder_record, largest_first
 
 if TYPE_CHECKING:
     from simgpu.prover.keys import ProvingKey
@@ -53,6 +56,32 @@ class DeviceBuffer:
 
     def free(self) -> None:
         self.device.free(self)
+
+
+class LiveBuffers:
+    """A device's record of its live named buffers and whom each was allocated for (the
+    holder of the allocating thread's `simgpu.ledger.holder_scope`), for OOM reports: like
+    a cloakroom's stubs, taken at `add` and handed back at `discard`.  Weak: a buffer
+    dropped without being freed is not kept alive by its stub."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: weakref.WeakKeyDictionary[DeviceBuffer, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+    def add(self, buf: DeviceBuffer) -> None:
+        holder = current_holder()
+        with self._lock:
+            self._live[buf] = holder
+
+    def discard(self, buf: DeviceBuffer) -> None:
+        with self._lock:
+            self._live.pop(buf, None)
+
+    def holders(self) -> list[dict[str, Any]]:
+        """Every live buffer with its holder, the largest first."""
+        with self._lock:
+            live = list(self._live.items())
+        return largest_first([holder_record(b.name, b.nbytes, h) for b, h in live if b.live])
 
 
 class PeakMeter:

@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.errors import Deadlock, DesignError, OutOfMemory, SimgpuError
-from simgpu.events import RunResult
+from simgpu.events import RunResult, TaskView, doing_text, with_doing
+from simgpu.ledger import holder_scope
 from simgpu.real.primitives import (
     Cancelled,
     RealEvent,
@@ -283,11 +284,14 @@ class RealRuntime(RuntimeBase):
         err: OutOfMemory | None = None
         with self._guard:
             self._in_stage += 1
+        worker = ctx.get("worker", "")
         try:
-            out = self.executor.run_stage(name, part, device, inputs)
+            # the prover's devices book what they allocate in this stage for this partition
+            with holder_scope(self.now, stage=name, worker=worker, proof=part.proof.id, partition=part.index):
+                out = self.executor.run_stage(name, part, device, inputs)
         except OutOfMemory as e:
-            # The backend knows the pool, bytes and buffer; we know where it happened.
-            err = type(e)(*e.args[:5], name, ctx.get("worker", ""), part.proof.id, part.index)
+            # The backend knows the pool, bytes, buffer and holders; we know where it happened.
+            err = type(e)(*e.args[:5], name, worker, part.proof.id, part.index, e.holders)
             # The failed call's frames hold views of device buffers in their locals; the
             # pool gets them back only when nothing references those frames.
             traceback.clear_frames(e.__traceback__)
@@ -302,7 +306,7 @@ class RealRuntime(RuntimeBase):
             with self._guard:
                 self._in_stage -= 1
         if err is not None:
-            self._emit("oom", ctx, err.as_dict())
+            self._emit("oom", ctx, err.as_dict() | {"holders": with_doing(err.holders, self.task_views())})
             self._emit(
                 "stage_end",
                 ctx,
@@ -315,6 +319,23 @@ class RealRuntime(RuntimeBase):
         )
         self._sample()
         return out
+
+    def task_views(self) -> list[TaskView]:
+        """Every live task and what it is doing now (for an OOM's holders)."""
+        with self._guard:
+            locks = list(self._locks.values())
+        parked = {}
+        for lock in locks:
+            with lock._cond:  # the FIFO's bookkeeping changes under its condition
+                parked.update({who: (lock.name, lock._fifo.holder) for _, who, _ in lock._fifo.waiters})
+        views = []
+        for t in list(self.tasks):
+            if t.done.is_set():
+                continue
+            lock, holder = parked.get(t.name, (None, None))
+            what = getattr(t.waiting, "what", None)
+            views.append(TaskView(t.name, dict(t.ctx), doing_text(what, lock, holder), lock))
+        return views
 
     # ------------------------------------------------------------ running
 
@@ -403,7 +424,7 @@ class RealRuntime(RuntimeBase):
             for g in self.vram
             if g.live > 0 and stuck is None and interrupted is None
         ]
-        return self.result(
+        result = self.result(
             daemon.proofs,
             self.vram,
             self.host,
@@ -412,6 +433,8 @@ class RealRuntime(RuntimeBase):
             leaks=leaks,
             interrupted=interrupted,
         )
+        result.config = self.config
+        return result
 
 
 __all__ = ["Cancelled", "RealRuntime", "RunResult", "StageExecutor"]

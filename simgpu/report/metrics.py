@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simgpu.events import Record
+from simgpu.report.bottleneck import bottleneck, mean_shares
+from simgpu.report.oom import oom_events
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -52,6 +54,32 @@ def _union_length(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def _makespan(
+    submitted: dict[int, float], finished: dict[int, float], end_time: float
+) -> tuple[float, float]:
+    """(start, makespan): from the first submission to the last proof's end (the run's
+    end if none ended).  Busy times and shares count within that window only: a stage
+    still running when the last proof ended (a run stopped early) must not count past it."""
+    if not submitted:
+        return (0.0, 0.0)
+    start = min(submitted.values())
+    end = max(finished.values()) if finished else end_time
+    return (start, max(0.0, end - start))
+
+
+def window_of(records: list[Record], end_time: float) -> tuple[float, float]:
+    """The makespan interval of a run's records (as `summarize` measures it)."""
+    submitted: dict[int, float] = {}
+    finished: dict[int, float] = {}
+    for r in records:
+        if r.event == "proof_submitted":
+            submitted[r.proof] = r.t
+        elif r.event in ("proof_completed", "proof_failed"):
+            finished[r.proof] = r.t
+    start, makespan = _makespan(submitted, finished, end_time)
+    return (start, start + makespan)
+
+
 @dataclass
 class RunSummary:
     """The metrics of one run."""
@@ -77,6 +105,9 @@ class RunSummary:
     seed: int = 0
     #: Durations of the stages that ended without error (stage -> seconds, by end time).
     stage_seconds: dict[str, list[float]] = field(default_factory=dict)
+    #: Per resource, the share of the makespan during which it bounded progress
+    #: (report.bottleneck); None where the runtime could not see the resource.
+    bottleneck: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def any_oom(self) -> bool:
@@ -92,7 +123,7 @@ def summarize(result: Any) -> RunSummary:
     completed_lat = []
     gpu_open: dict[tuple[int, str, int | None, int | None, str], float] = {}
     gpu_intervals: dict[int, list[tuple[float, float]]] = {}
-    ooms = []
+    any_oom = False
     stage_seconds: dict[str, list[float]] = {}
     for r in records:
         ev = r.event
@@ -114,27 +145,14 @@ def summarize(result: Any) -> RunSummary:
             if t0 is not None:
                 gpu_intervals.setdefault(r.device, []).append((t0, r.t))
         elif ev == "oom":
-            ooms.append(
-                {
-                    "t": r.t,
-                    "worker": r.worker,
-                    "proof": r.proof,
-                    "partition": r.partition,
-                    **r.fields,
-                }
-            )
+            any_oom = True
+    # with the lock story of each holder: a second pass, only for a run that ran out
+    ooms = oom_events(records) if any_oom else []
     ndev = len(result.vram)
-    if submitted:
-        start = min(submitted.values())
-        end = max(finished.values()) if finished else result.end_time
-        makespan = max(0.0, end - start)
-    else:
-        makespan = 0.0
+    start, makespan = _makespan(submitted, finished, result.end_time)
+    window = (start, start + makespan)
     completed = len(completed_lat)
     throughput = makespan / completed if completed else None
-    # Busy over the makespan window only: a stage still running when the last proof
-    # ended (a run stopped early) must not count past it.
-    window = (start, start + makespan) if submitted else (0.0, 0.0)
     busy = [
         (_union_length(_clip(gpu_intervals.get(d, []), *window)) / makespan) if makespan > 0 else 0.0
         for d in range(ndev)
@@ -171,6 +189,9 @@ def summarize(result: Any) -> RunSummary:
         leaks=list(result.leaks),
         seed=result.seed,
         stage_seconds=stage_seconds,
+        bottleneck=bottleneck(
+            records, window, getattr(result, "saturation", None), getattr(result, "config", None)
+        ),
     )
 
 
@@ -215,6 +236,7 @@ def aggregate(runs: list[RunSummary]) -> dict[str, Any]:
         },
         "oom_risk": {"p": oom_runs / n, "ci95": [lo, hi], "runs": n},
         "stages": _stage_table(runs),
+        "bottleneck": mean_shares([r.bottleneck for r in runs]),
     }
 
 

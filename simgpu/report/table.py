@@ -8,6 +8,10 @@ from rich.console import Console
 from rich.table import Table
 
 from simgpu.errors import fmt_bytes
+from simgpu.report.bottleneck import label, ranked
+
+#: Holders listed per OOM in the table (the JSON has them all).
+HOLDERS_SHOWN = 5
 
 
 def _secs(x: float | None) -> str:
@@ -67,6 +71,14 @@ def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
     )
     for key, value in doc.get("verification", {}).items():
         t.add_row(f"verified {key}", str(value))
+    shares = doc.get("bottleneck") or {}
+    # every lock, even at 0 % (is it the lock? is the first question), and what else shows
+    shown = [(k, v) for k, v in shares.items() if k.startswith("lock ") and v is not None]
+    shown += [(k, v) for k, v in ranked(shares) if not k.startswith("lock ") and v >= 0.0005]
+    for key, share in sorted(shown, key=lambda kv: -kv[1]):
+        t.add_row(f"bounded by {label(key)}", f"{100 * share:.1f} % of the makespan")
+    if "host_membw" in shares and shares["host_membw"] is None:
+        t.add_row("bounded by host memory bandwidth", "not measured (real run)")
     console.print(t)
     ooms = doc["oom_events"]
     if ooms:
@@ -78,6 +90,7 @@ def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
                 f"{o.get('worker') or '?'}, {where}: requested {fmt_bytes(o['requested_bytes'])} "
                 f"for {o.get('buffer') or '?'}, free {fmt_bytes(o['free_bytes'])}"
             )
+            print_holders(o, console)
     for f in doc["failures"][:5]:
         console.print(f"  proof {f['proof']} failed: {f['reason']}")
     if doc["deadlock"]:
@@ -98,3 +111,29 @@ def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
             console.print(f"  ({len(waiting) - shown} more tasks wait behind; --json lists them all)")
     for leak in doc["leaks"][:3]:
         console.print(f"[yellow]leak:[/yellow] {leak}")
+
+
+def holder_name(h: dict[str, Any]) -> str:
+    """Who a holder is: its worker, proof and partition (set-up memory is nobody's)."""
+    if h.get("proof") is None:
+        return "set-up (no partition)"
+    who = f"{h['worker']} " if h.get("worker") else ""
+    return f"{who}proof {h['proof']} partition {h['partition']}"
+
+
+def print_holders(o: dict[str, Any], console: Console) -> None:
+    """What was live when `o` ran out, the largest first, and what each holder did."""
+    holders = o.get("holders") or []
+    for h in holders[:HOLDERS_SHOWN]:
+        when = f"{h['stage']} at t={h['t']:.3f}s" if h.get("t") is not None else "set-up"
+        doing = f": {h['doing']}" if h.get("doing") else ""
+        console.print(
+            f"    live {fmt_bytes(h['bytes']):>10} {h['buffer']} of {holder_name(h)}, {when}{doing}"
+        )
+    if len(holders) > HOLDERS_SHOWN:
+        rest = sum(h["bytes"] for h in holders[HOLDERS_SHOWN:])
+        more = len(holders) - HOLDERS_SHOWN
+        console.print(f"    live {fmt_bytes(rest):>10} in {more} more allocation(s) (--json lists them)")
+    other = o["capacity_bytes"] - o["free_bytes"] - sum(h["bytes"] for h in holders)
+    if other > 0:
+        console.print(f"    live {fmt_bytes(other):>10} resident or not a named buffer (context, caches)")

@@ -1,7 +1,10 @@
 """Spans of a run's records, and the Chrome/Perfetto trace drawn from them.
 
 A trace is a run's timeline laid out like a subway map: one track per GPU worker, CPU
-stages packed on a few lanes, a track per lock, and VRAM and host RSS as counters.
+stages packed on a few lanes, a track per lock, and VRAM and host RSS as counters.  An
+OOM is an instant event whose args are the OOM record's, holders included (who held
+what, since when, doing what); in a prediction, the spans during which a shared resource
+(host memory bandwidth above all) was oversubscribed have a host track each.
 """
 
 from __future__ import annotations
@@ -186,6 +189,20 @@ def write_trace(path: str | Path, result: Any, meta: Meta) -> None:
                 "args": {"rss": used / 2**30},
             }
         )
+    for res, intervals in sorted((getattr(result, "saturation", None) or {}).items()):
+        for a, b in intervals:
+            pid = pids["host"]
+            events.append(
+                {
+                    "ph": "X",
+                    "name": f"{res} oversubscribed",
+                    "cat": "saturation",
+                    "pid": pid,
+                    "tid": tid_of(pid, f"{res} oversubscribed"),
+                    "ts": a * us,
+                    "dur": (b - a) * us,
+                }
+            )
     for r in result.records:
         if r.event == "oom":
             pid = pid_of(r.fields.get("pool", "host")) if r.fields.get("pool") != "host" else pids["host"]

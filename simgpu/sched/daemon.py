@@ -153,7 +153,7 @@ class Daemon:
         made ready for the GPU, then it waits for its end and gives its memory back."""
         rt = self.rt
         estimate = rt.partition_estimate(part)
-        yield self.budget.acquire(estimate)
+        yield from self.waiting(self.budget.acquire(estimate), "host_budget", part)
         self.reserved[part] = estimate
         try:
             yield from self.make_ready(part)
@@ -192,7 +192,7 @@ class Daemon:
         """A synthesis slot, synthesis and prep on the CPU, then onto the GPU queue (a full
         queue keeps the slot: that is the backpressure on synthesis)."""
         rt = self.rt
-        yield self.pool.acquire()
+        yield from self.waiting(self.pool.acquire(), "synthesis_slot", part)
         try:
             if part.proof.failed:
                 raise PartitionAbandoned(f"{part.proof.label} already failed")
@@ -200,9 +200,25 @@ class Daemon:
             yield rt.stage("prep", part, None)
             # recorded before the put: the worker that takes it acts only after it
             rt.record("partition_queued", proof=part.proof.id, partition=part.index)
-            yield self.queue.put(part)
+            yield from self.waiting(self.queue.put(part), "gpu_queue_room", part)
         finally:
             self.pool.release()
+
+    def waiting(self, waitable: object, on: str, part: Partition | None = None) -> Proc:
+        """Yield `waitable` and return its value; a wait that lasted is recorded when it
+        ends (`waited`: what the report's bottleneck shares are made of)."""
+        since = self.rt.now()
+        value = yield waitable
+        waited = self.rt.now() - since
+        if waited > 0:
+            # a worker's wait for its next partition belongs to no partition (not its last one)
+            where = (
+                {"proof": None, "partition": None}
+                if part is None
+                else {"proof": part.proof.id, "partition": part.index}
+            )
+            self.rt.record("waited", on=on, waited=waited, **where)
+        return value
 
     # ---------------------------------------------------------------- GPU workers
 
@@ -225,7 +241,7 @@ class Daemon:
                 committed[device] -= need
 
         while True:
-            part = yield self.queue.get()
+            part = yield from self.waiting(self.queue.get(), "gpu_queue_item")
             if part is None:
                 break
             need = rt.vram_estimate(part, *PEAK_STAGES)
@@ -263,9 +279,9 @@ class Daemon:
         while True:
             if self.placement.dispatches:
                 yield self.idle.put((worker, finished))
-                part = yield self.placed[worker.device].get()
+                part = yield from self.waiting(self.placed[worker.device].get(), "gpu_queue_item")
             else:
-                part = yield self.queue.get()
+                part = yield from self.waiting(self.queue.get(), "gpu_queue_item")
             if part is None:
                 return
             finished = part
