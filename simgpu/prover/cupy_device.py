@@ -59,8 +59,8 @@ class CupyDevice:
         self._vram_limit = int(vram_limit) if vram_limit else None
         with self.cp.cuda.Device(self.device):
             self.pool = self.cp.get_default_memory_pool()
-            if self._vram_limit is not None:
-                self.pool.set_limit(size=self._vram_limit)
+            # The pool is the process's: a cap an earlier device object set must not outlive it.
+            self.pool.set_limit(size=self._vram_limit or 0)
             self._device_bytes = int(self.cp.cuda.runtime.memGetInfo()[1])
         self._pinned: dict[tuple[str, str], np.ndarray] = {}
         self._resident: dict[tuple[str, str], DeviceBuffer] = {}

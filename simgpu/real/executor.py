@@ -433,6 +433,10 @@ class ProverExecutor:
     def vram_peak(self, device: int) -> int:
         return self._peaks[device]
 
+    def reset_vram_peaks(self) -> None:
+        with self._peak_lock:
+            self._peaks = [backend.used() for backend in self.backends]
+
     def vram_estimate(self, part: Partition, stages: tuple[str, ...]) -> int:
         return self._resolved.vram_peak(stages)
 

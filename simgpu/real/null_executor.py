@@ -41,6 +41,9 @@ class NullExecutor:
     def vram_peak(self, device: int) -> int:
         return 0
 
+    def reset_vram_peaks(self) -> None:
+        pass
+
     def vram_estimate(self, part: Any, stages: tuple[str, ...]) -> int:
         return 1 << 20
 

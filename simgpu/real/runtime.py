@@ -64,7 +64,13 @@ class StageExecutor(Protocol):
 
     def vram_used(self, device: int) -> int: ...
 
-    def vram_peak(self, device: int) -> int: ...
+    def vram_peak(self, device: int) -> int:
+        """The device pool's peak since the last `reset_vram_peaks`."""
+        ...
+
+    def reset_vram_peaks(self) -> None:
+        """Start the peaks over: each run reports its own, also on a reused executor."""
+        ...
 
     def vram_estimate(self, part: Partition, stages: tuple[str, ...]) -> int: ...
 
@@ -375,6 +381,7 @@ class RealRuntime(RuntimeBase):
         a deadlock (every task blocked, twice in a row), a livelock (nothing recorded and no
         stage running for `stall_seconds`), a crash, or Ctrl-C."""
         wall = time.perf_counter()
+        self.executor.reset_vram_peaks()
         daemon = Daemon(self, self.config, self.workload, design)
         main = self.spawn(daemon.run(), "daemon")
         stuck: Deadlock | None = None
