@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
-from simgpu.calibrate.fit import TIME_LAWS, stage_means, time_law, time_laws
+from simgpu.calibrate.fit import TIME_LAWS, fit_device_queue, stage_means, time_law, time_laws
 from simgpu.calibrate.measure import EPILOGUE_SAMPLES
 from simgpu.calibrate.refit import refit_profile
 from simgpu.cli import app, main
@@ -164,3 +164,28 @@ def test_calibrate_the_cpu_backend(tmp_path):
 def test_bad_size_ladders_are_user_errors(capsys):
     assert main(["calibrate", "--out", "x.toml", "--sizes", "2^10..2^5"]) == 2
     assert "powers of two" in capsys.readouterr().err
+
+
+def test_device_queue_fit_reads_the_fluid_shares_law_backwards():
+    """Worked by hand.  One in-order queue: kernels beside kernels take 2x (bound 1),
+    beside copies 1.8x (the copies' demand 0.8); prestage beside kernels 1.16x (bound
+    0.16 / 0.8 = 0.2, the rest on the link); b_g2_msm beside copies 1.72x (0.72 / 0.8)."""
+    uses = fit_device_queue(
+        {
+            "kernels beside kernel_load": (0.1, 0.2),
+            "kernels beside copy_load": (0.1, 0.18),
+            "prestage beside kernel_load": (0.1, 0.116),
+            "b_g2_msm beside copy_load": (0.05, 0.086),
+        },
+        h2d_gbps=50.0,
+    )
+    assert uses["kernels"]["gpu"] == Inline(demand=1.0, bound=1.0)
+    assert uses["prestage"]["gpu"] == Inline(demand=0.8, bound=0.2)
+    assert uses["prestage"]["h2d"] == Inline(demand=50.0, bound=0.8)
+    assert uses["b_g2_msm"]["gpu"] == Inline(demand=1.0, bound=0.9)
+    # A copy engine beside compute: copies do not slow kernels, so prestage is all link.
+    sep = fit_device_queue(
+        {"kernels beside kernel_load": (0.1, 0.2), "kernels beside copy_load": (0.1, 0.1)}, 50.0
+    )
+    assert "gpu" not in sep["prestage"] and sep["prestage"]["h2d"]["bound"] == 1.0
+    assert fit_device_queue({}, 50.0) == {}

@@ -22,6 +22,7 @@ import numpy as np
 from simgpu.calibrate.fit import (
     EXACT,
     SIZE_LAWS,
+    fit_device_queue,
     fit_loaded,
     fit_synthesis_contention,
     phase_key,
@@ -128,6 +129,9 @@ def build_profile(
     if settings.b_g2_on == "gpu":
         # bellperson's choice: the G2 MSM is the device's work, beside the next kernels
         uses["b_g2_msm"] = {"gpu": Inline(demand=1.0, bound=1.0)}
+    if contention and contention.device_queue:
+        # how the device shares its work between workers, as measured
+        uses.update(fit_device_queue(contention.device_queue, float(hw["h2d_gbps"])))
 
     def cv(key: str) -> float:
         vals = [
@@ -192,6 +196,16 @@ def build_profile(
                 k.replace(".", "_").replace(" ", "_"): round(v, 4) for k, v in errors.items()
             },
             "measurements": measurements,
+            **(
+                {
+                    "device_queue": {
+                        k.replace(" ", "_"): [round(a, 6), round(b, 6)]
+                        for k, (a, b) in contention.device_queue.items()
+                    }
+                }
+                if contention and contention.device_queue
+                else {}
+            ),
         },
     }
     return doc, errors

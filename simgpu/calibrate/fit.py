@@ -129,3 +129,48 @@ def fit_loaded(c: Contention, stage: str, threads: int) -> dict[str, Inline]:
     over = max(1.0, load / c.cores)
     f = 0.0 if over <= 1.0 else min(1.0, max(0.0, (busy / alone - 1) / (over - 1)))
     return {"cores": Inline(demand=float(threads), bound=round(f, 4))}
+
+
+def _clamp(x: float) -> float:
+    return round(min(1.0, max(0.0, x)), 4)
+
+
+def fit_device_queue(queue: dict[str, tuple[float, float]], h2d_gbps: float) -> dict[str, dict[str, Inline]]:
+    """The device stages' uses of the `gpu` resource from their times beside each other's
+    kind of work (simgpu.calibrate.measure.measure_device_queue).
+
+    The fluid share's law for a resource of capacity 1: jobs of demand d_i slow every
+    bound fraction by the factor sum(d_i), and a job with bound b takes 1 + b * (factor - 1)
+    times its time.  A stream of kernels has demand 1.  So, with s the measured stretch:
+    kernels beside kernels give the kernels' bound (s - 1); kernels beside copies give the
+    copies' demand on the device (s - 1) / bound; prestage beside kernels gives prestage's
+    bound (s - 1) / its demand; b_g2_msm beside copies its bound likewise.  A device whose
+    workers share one in-order stream has copies of demand near 1; one with a copy engine
+    per direction and a stream per worker, near 0.  Prestage keeps the rest of its time
+    bound on the host-to-device link (and through it host memory bandwidth)."""
+
+    def stretch(key: str) -> float | None:
+        if key not in queue:
+            return None
+        alone, beside = queue[key]
+        return beside / alone if alone > 0 else None
+
+    uses: dict[str, dict[str, Inline]] = {}
+    s_kk = stretch("kernels beside kernel_load")
+    s_kc = stretch("kernels beside copy_load")
+    if s_kk is None or s_kc is None:
+        return uses
+    bound_k = _clamp(s_kk - 1)
+    demand_p = _clamp((s_kc - 1) / bound_k) if bound_k > 0 else 0.0
+    uses["kernels"] = {"gpu": Inline(demand=1.0, bound=bound_k)}
+    s_pk = stretch("prestage beside kernel_load")
+    bound_p = _clamp((s_pk - 1) / demand_p) if s_pk is not None and demand_p > 0 else 0.0
+    prestage = {"h2d": Inline(demand=float(h2d_gbps), bound=round(1.0 - bound_p, 4))}
+    if demand_p > 0:
+        prestage["gpu"] = Inline(demand=demand_p, bound=bound_p)
+    uses["prestage"] = prestage
+    s_bc = stretch("b_g2_msm beside copy_load")
+    if s_bc is not None:
+        bound_b = _clamp((s_bc - 1) / demand_p) if demand_p > 0 else bound_k
+        uses["b_g2_msm"] = {"gpu": Inline(demand=1.0, bound=bound_b)}
+    return uses

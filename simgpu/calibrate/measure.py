@@ -7,7 +7,9 @@ device synchronised: synthesis in a worker process (as runs do), prep, prestage,
 Footprints come from the prover's memory plan (exact, and checked against the device
 pool's peak, which is recorded beside it).  Then contention: host memory bandwidth
 (k processes streaming large arrays), k syntheses at once, and prep / b_g2_msm under a
-full synthesis load, to fit the shared-resource terms of the model.  Each stage time
+full synthesis load, to fit the shared-resource terms of the model; and the device's
+queue: prestage, kernels and b_g2_msm each timed beside a continuous load of the other
+kind of device work (`measure_device_queue`).  Each stage time
 is fitted (scipy, non-negative least squares on relative error) by the best of a few
 laws in n, or by the one law its algorithm gives (STAGE_LAWS); buffer sizes likewise.
 The epilogue, milliseconds of interpreter work, is fitted at the calibration's mean
@@ -23,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -210,6 +213,8 @@ class Contention:
     membw_gbps: float
     synthesis: dict[int, float]  # k at once -> mean seconds each
     loaded: dict[str, tuple[float, float]]  # stage -> (alone, under full synthesis load)
+    #: "<stage> beside <load>" -> (alone, beside); empty where not measured
+    device_queue: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
@@ -223,7 +228,9 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
     membw = measure_membw(cores)
     log(f"  host memory bandwidth, {cores} processes: {membw:.1f} GB/s")
     times: dict[int, float] = {}
-    with pool_of(max(ks)) as pool:
+    # Each worker builds the circuit of size n as it starts: a worker's first synthesis at
+    # a size also builds its circuit (seconds at 2^22), which no timed load may hold.
+    with pool_of(max(ks), _synth_task, (settings.circuit, n, 0)) as pool:
         circ = [settings.circuit] * max(ks)
         list(pool.map(_synth_task, circ, [64] * max(ks), range(max(ks))))  # start the workers
         for k in ks:
@@ -253,6 +260,111 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
                     f.result()
                 loaded[name] = (alone, busy)
                 log(f"  {name}: {alone:.3f} s alone, {busy:.3f} s beside {max(ks)} syntheses")
+            queue = measure_device_queue(ex, n, log)
         finally:
             ex.close()
-    return Contention(n, cores, membw, times, loaded)
+    return Contention(n, cores, membw, times, loaded, queue)
+
+
+def _loop(fn: Callable[[], None], stop: threading.Event, started: threading.Event) -> None:
+    """Run fn until stopped; `started` once one call has ended (the load's steady state)."""
+    while not stop.is_set():
+        fn()
+        started.set()
+
+
+#: What `measure_device_queue` times, each beside which continuous load.
+QUEUE_PAIRS = (
+    ("kernels", "kernel_load"),
+    ("kernels", "copy_load"),
+    ("prestage", "kernel_load"),
+    ("b_g2_msm", "copy_load"),
+)
+
+
+def measure_device_queue(
+    ex: Any, n: int, log: Callable[[str], None], repeats: int = 3
+) -> dict[str, tuple[float, float]]:
+    """Each device stage alone and beside a continuous load of device work on another
+    thread, as a second GPU worker would run it: `kernel_load`, the G2 MSM of a partition
+    (pure kernels, repeatable); `copy_load`, uploads of prestage's bytes (host to device,
+    freed at once).  How much each slows the other says how the device shares its work
+    between workers: as one in-order queue (a driver whose workers all launch into one
+    stream: everything serialises), or as copy engine beside compute (separate streams:
+    copies overlap kernels).  Fitted by simgpu.calibrate.fit.fit_device_queue.  b_g2_msm
+    is timed only where the settings put it on the device."""
+    from simgpu.prover import groth16
+    from simgpu.sched.work import Partition, Proof
+
+    backend = ex.backends[0]
+
+    def fresh(i: int) -> Partition:
+        part = Partition(Proof(300 + i, 1, n), 0, n)
+        part.host = ex.run_stage("synthesis", part, None, {})
+        ex.run_stage("prep", part, None, {})
+        return part
+
+    load_part = fresh(0)
+    copy_bytes = np.random.default_rng(n).integers(0, 1 << 32, (3 * n, 8), dtype=np.uint32)
+
+    def kernel_load() -> None:
+        groth16.b_g2_msm(load_part.host.prepared, ex.pk, backend=backend)
+        backend.synchronize()
+
+    def copy_load() -> None:
+        buf = backend.upload("copy_load", copy_bytes)
+        backend.synchronize()
+        backend.free(buf)
+
+    loads = {"kernel_load": kernel_load, "copy_load": copy_load}
+
+    def gpu_part(part: Partition) -> dict[str, float]:
+        t = time.perf_counter()
+        buffers = ex.run_stage("prestage", part, 0, {})
+        t1 = time.perf_counter()
+        ex.run_stage("kernels", part, 0, {"buffers": buffers})
+        t2 = time.perf_counter()
+        buffers.free()
+        return {"prestage": t1 - t, "kernels": t2 - t1}
+
+    def b_g2(part: Partition) -> dict[str, float]:
+        t = time.perf_counter()
+        ex.run_stage("b_g2_msm", part, 0, {})
+        return {"b_g2_msm": time.perf_counter() - t}
+
+    on_device = ex.settings.b_g2_on == "gpu"
+    sums: dict[tuple[str, str], list[float]] = {}
+    for rep in range(repeats):
+        for i, load in enumerate((None, "kernel_load", "copy_load")):
+            stop = threading.Event()
+            started = threading.Event()
+
+            part = fresh(1 + 3 * rep + i)  # made before the load starts: only device work overlaps it
+            thread = None
+            if load is not None:
+                thread = threading.Thread(
+                    target=_loop, args=(loads[load], stop, started), name=load, daemon=True
+                )
+                thread.start()
+                started.wait()  # timed in the load's steady state, not its start
+            try:
+                times = gpu_part(part)
+                if on_device:
+                    times |= b_g2(part)
+            finally:
+                stop.set()
+                if thread is not None:
+                    thread.join()
+                part.host.free()
+            for stage, dt in times.items():
+                sums.setdefault((stage, load or "alone"), []).append(dt)
+    load_part.host.free()
+    out: dict[str, tuple[float, float]] = {}
+    for stage, load in QUEUE_PAIRS:
+        if (stage, load) in sums:
+            alone = statistics.median(sums[(stage, "alone")])
+            beside = statistics.median(sums[(stage, load)])
+            out[f"{stage} beside {load}"] = (alone, beside)
+            what = load.replace("_", " ")
+            log(f"  {stage}: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms beside a {what}")
+    return out
