@@ -114,7 +114,7 @@ def measure(args: argparse.Namespace) -> None:
         n = 1 << log_n
         wl = Workload(f"groth16-n{n}", args.partitions, n)
         if cap_kind == "tight":
-            caps.setdefault(n, tight_cap(prof, wl, args))
+            caps.setdefault(n, args.tight_mib * MiB if args.tight_mib else tight_cap(prof, wl, args))
             cap = caps[n]
             if cap is None:
                 print(f"2^{log_n}: the model finds no two-lock cap; skipping the tight runs", flush=True)
@@ -333,6 +333,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "docs" / "validation.md"))
     ap.add_argument("--backend", default="cupy", help="cpu: a dry run on small sizes (with --log-offset)")
     ap.add_argument("--log-offset", type=int, default=0, help="shift every size by this power of two")
+    ap.add_argument("--tight-mib", type=int, default=0, help="the tight cap, instead of the model's")
     ap.add_argument("--only", nargs="*", default=[], help="run only these configuration labels")
     args = ap.parse_args()
     measure(args) if args.step == "measure" else predict_all(args)
