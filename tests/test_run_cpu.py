@@ -47,6 +47,18 @@ def test_every_design_proves_and_verifies_for_real(executor, design):
     assert not result.leaks and s.deadlock is None
 
 
+def test_a_run_on_a_reused_executor_reports_its_own_vram_peak(executor):
+    """gpu_validation reuses one prover across configurations: a run's peak must not be
+    the largest of every run before it."""
+    first = summarize(real_run(executor, "serial")).peak_vram[0]
+    big = executor.backends[0]
+    executor._on_device(0, lambda b: b.free(b.alloc("big", (first // 32 + 1, 8))))  # a peak above it
+    assert executor.vram_peak(0) > first
+    again = summarize(real_run(executor, "serial")).peak_vram[0]
+    assert again == first
+    assert big.used() == executor.baseline[0]
+
+
 @pytest.mark.parametrize("design", ["serial", "single-lock", "two-lock-reserve", "split-finalizer"])
 def test_sim_and_real_emit_the_same_events_per_partition(executor, design):
     real = real_run(executor, design)

@@ -203,6 +203,7 @@ class RealRuntime(RuntimeBase):
         self._t0 = time.perf_counter()
         self.tasks: list[RealTask] = []
         self._crash: tuple[RealTask, BaseException] | None = None
+        executor.reset_vram_peaks()  # before the first sample: this run's peak, not the last run's
         self.vram = [
             Gauge(f"gpu{d}", executor.vram_capacity(d), executor.vram_resident(d))
             for d in range(config.devices)
@@ -381,7 +382,6 @@ class RealRuntime(RuntimeBase):
         a deadlock (every task blocked, twice in a row), a livelock (nothing recorded and no
         stage running for `stall_seconds`), a crash, or Ctrl-C."""
         wall = time.perf_counter()
-        self.executor.reset_vram_peaks()
         daemon = Daemon(self, self.config, self.workload, design)
         main = self.spawn(daemon.run(), "daemon")
         stuck: Deadlock | None = None
