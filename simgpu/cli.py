@@ -393,12 +393,14 @@ ConcurrencyAxis = Annotated[
     str | None, typer.Option("--concurrency", "-j", help="axis: closed-loop clients, e.g. 1..4")
 ]
 WorkloadOpt = Annotated[str | None, typer.Option(help="a workload of the profile (default: its default)")]
-ConstraintsOpt = Annotated[
-    str | None, typer.Option(help="constraints per partition, e.g. 2^27 (overrides the workload)")
+# sweep's and tune's own wording (its points are whole runs); the names differ so that
+# predict's and run's options keep theirs (annotations resolve at the module's end)
+PointConstraintsOpt = Annotated[
+    str | None,
+    typer.Option("--constraints", help="constraints per partition, e.g. 2^27 (overrides the workload)"),
 ]
-PartitionsOpt = Annotated[int | None, typer.Option(help="partitions per proof (overrides the workload)")]
-ProofsOpt = Annotated[int | None, typer.Option("--proofs", "-n", help="proofs to submit per run")]
-SeedOpt = Annotated[int | None, typer.Option(help="first seed of every point's runs")]
+PointProofsOpt = Annotated[int | None, typer.Option("--proofs", "-n", help="proofs to submit per run")]
+PointSeedOpt = Annotated[int | None, typer.Option("--seed", help="first seed of every point's runs")]
 SchedulerOpt = Annotated[
     str | None,
     typer.Option(help="a running Dask scheduler, tcp://host:port (default: a LocalCluster here)"),
@@ -450,11 +452,11 @@ def sweep(
     profile: ProfileOpt = "seed-rtx5070ti",
     config: ConfigOpt = None,
     workload: WorkloadOpt = None,
-    constraints: ConstraintsOpt = None,
+    constraints: PointConstraintsOpt = None,
     partitions: PartitionsOpt = None,
-    proofs: ProofsOpt = None,
+    proofs: PointProofsOpt = None,
     runs: Annotated[int, typer.Option(help="Monte Carlo runs per point (seeds seed..seed+runs-1)")] = 5,
-    seed: SeedOpt = None,
+    seed: PointSeedOpt = None,
     price_per_hour: PricePerHourOpt = None,
     scheduler: SchedulerOpt = None,
     workers: WorkersOpt = None,
@@ -558,10 +560,10 @@ def tune(
     profile: ProfileOpt = "seed-rtx5070ti",
     config: ConfigOpt = None,
     workload: WorkloadOpt = None,
-    constraints: ConstraintsOpt = None,
+    constraints: PointConstraintsOpt = None,
     partitions: PartitionsOpt = None,
-    proofs: ProofsOpt = None,
-    seed: SeedOpt = None,
+    proofs: PointProofsOpt = None,
+    seed: PointSeedOpt = None,
     price_per_hour: PricePerHourOpt = None,
     scheduler: SchedulerOpt = None,
     workers: WorkersOpt = None,

@@ -27,7 +27,7 @@ def require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise UserError("--plot needs matplotlib: pip install matplotlib") from None
+        raise UserError("--plot needs matplotlib: pip install 'simgpu[plot]'") from None
 
 
 def heatmap_axes(grid: Grid, x: str | None, y: str | None) -> tuple[str, str]:
