@@ -71,11 +71,12 @@ MIN_SPREAD = 0.05
 #: result channel are simgpu's own prover's: kept from the base).
 FITTED_RESOURCES = ("membw", "cores")
 #: Host terms a fit may add to the GPU part under the mutex where its base has none: it
-#: is driven by a host thread (a core) and streams its bases from host memory (DESIGN.md:
-#: GPU stages slow when synthesis saturates DDR).  Its own bandwidth demand is not in a
-#: log, so it is 0: the term slows the kernels, it does not load the others.  A term is
-#: offered only where no phase of the GPU part reaches the resource already (the seed's
-#: kernels reach host memory through the link: a second path would count it twice).
+#: is driven by a host thread (a core) and streams its bases from host memory (the data
+#: sheet, docs/data/cuzk-rtx5070ti.md: GPU stages slow when synthesis saturates DDR).
+#: Its own bandwidth demand is not in a log, so it is 0: the term slows the kernels, it
+#: does not load the others.  A term is offered only where no phase of the GPU part
+#: reaches the resource already (the seed's kernels reach host memory through the link: a
+#: second path would count it twice).
 CANDIDATES: dict[str, float] = {"cores": 1.0, "membw": 0.0}
 #: The log's resolution: cuzk truncates to whole milliseconds.
 QUANTUM = 1e-3

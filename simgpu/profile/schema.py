@@ -16,11 +16,11 @@ calibrate`) says, for one machine and one prover:
 * ``[buffers]``: every named buffer's bytes as a law of n (constraints per partition)
   and N (the NTT domain, 2^ceil(log2 n)); ``host_*`` buffers live in host RAM, the rest
   on the device;
-* ``[stages.NAME]``: per stage of DESIGN.md, a time law (or a list of phases, each with
-  its own), its noise, which shared resources it leans on and how hard (``uses``), and
-  its footprints: buffers it leaves behind (``host_out``, ``vram_out``), consumes
-  (``vram_in``), releases (``host_release``, a phase's ``release``) and holds only while
-  it runs (``transient``).
+* ``[stages.NAME]``: per stage (synthesis, prep, prestage, kernels, b_g2_msm, epilogue),
+  a time law (or a list of phases, each with its own), its noise, which shared resources
+  it leans on and how hard (``uses``), and its footprints: buffers it leaves behind
+  (``host_out``, ``vram_out``), consumes (``vram_in``), releases (``host_release``, a
+  phase's ``release``) and holds only while it runs (``transient``).
 
 Laws are small arithmetic expressions over n, N, log2(.), sqrt(.), min/max, GiB/MiB/KiB,
 and named coefficients given beside them, e.g. ``time = {law = "a + b*N*log2(N)", a =

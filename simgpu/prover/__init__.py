@@ -1,4 +1,4 @@
-"""The Groth16 prover over BLS12-381, in the stages of DESIGN.md.
+"""The Groth16 prover over BLS12-381, in the pipeline's stages.
 
 circuits (synthetic R1CS) -> synthesis (witness, a, b, c) -> groth16 (prep, prestage,
 kernels, b_g2_msm, epilogue, verify) on a `device` (the GPU through CuPy, or the CPU

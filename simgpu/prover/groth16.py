@@ -1,4 +1,4 @@
-"""The Groth16 prover over BLS12-381, in the stages of DESIGN.md, and its verifier.
+"""The Groth16 prover over BLS12-381, in the pipeline's stages, and its verifier.
 
 Each stage is a plain function, so a runtime can call and time them one by one (the
 real runtime runs `synthesize` in a worker process and the GPU stages under its locks):
