@@ -287,12 +287,17 @@ class FluidShare:
         draws = self._draws
         factor = dict.fromkeys(self.load, 1.0)
         over = {}
+        bursty = self.bursty
         for r, lr in self.load.items():
-            if r not in self.bursty:
-                f = resource_factor(cap[r], lr, draws.get(r), thrash.get(r))
-                if f > 1.0:
-                    factor[r] = f
-                    over[r] = f
+            if r in bursty:
+                continue
+            t = thrash.get(r)
+            if t is None and lr <= cap[r] * (1 + 1e-12):
+                continue  # room: resource_factor's own first answer, without the call
+            f = resource_factor(cap[r], lr, draws.get(r), t)
+            if f > 1.0:
+                factor[r] = f
+                over[r] = f
         return factor, over
 
     def _reschedule(self) -> None:
