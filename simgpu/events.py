@@ -7,13 +7,18 @@ started), event name, proof, partition, device, worker, and free-form fields.
 Events (fields):
     proof_submitted (partitions) / proof_completed (latency) / proof_failed (reason)
     partition_queued / partition_completed / partition_failed (reason) / partition_retry
+    partition_placed (device, placement, need, available): the dispatcher chose a device
+        (simgpu.sched.placement; not recorded under the shared queue, where workers take
+        partitions themselves)
+    partition_picked: a GPU worker took the partition (the end of its wait in the queue,
+        cuzk's GPU_PICKUP)
     stage_start (stage, on) / stage_end (stage, on, seconds)
     phase_start (stage, phase) / phase_end (stage, phase)
     lock_acquired (lock, waited)  / lock_released (lock)
     waited (on, waited): a partition's wait that ended, recorded only when it lasted:
         on "host_budget" (its share of the budget), "synthesis_slot" (a slot of the pool),
         "gpu_queue_room" (a full GPU queue: backpressure), "gpu_queue_item" (a GPU worker
-        idle, waiting for a partition)
+        idle, waiting for a partition; proof and partition null)
     oom (kind, pool, stage, worker, buffer, requested_bytes, free_bytes, capacity_bytes,
         holders): holders are the allocations live at that instant (ledger.holder_record)
         with what the task carrying each one's partition was doing then (`doing`, and
