@@ -333,7 +333,7 @@ def test_without_the_extra_the_command_says_how_to_install(monkeypatch, capsys):
 def test_without_matplotlib_the_plot_says_how_to_get_it(monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main(["sweep", "--plot", str(tmp_path / "m.png")]) == 2
-    assert "--plot needs matplotlib: pip install matplotlib" in capsys.readouterr().err
+    assert "--plot needs matplotlib: pip install 'simgpu[plot]'" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ predict: host RAM and price
