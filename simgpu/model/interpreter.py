@@ -10,7 +10,7 @@ one stage never strands bytes in a ledger.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from simgpu.errors import OutOfMemory
 from simgpu.events import with_doing
@@ -20,8 +20,26 @@ from simgpu.profile.resolve import ALLOC, COPY, FREE, HOST_RELEASE, WORK, StageP
 from simgpu.sched.runtime import Proc
 from simgpu.sched.work import Partition
 
-if TYPE_CHECKING:
-    from simgpu.model.sim import SimRuntime
+
+class StageHost(Protocol):
+    """What the interpreter needs of the runtime it plays a stage in (SimRuntime is
+    one): the clock and records, the fluid share, the ledgers, the resolved profile."""
+
+    fluid: Any  # simgpu.model.contention.FluidShare
+    host: Ledger
+    vram: list[Ledger]
+    resolved: Any  # simgpu.profile.resolve.Resolved
+    record_phases: bool
+
+    def now(self) -> float: ...
+
+    def _emit(self, event: str, ctx: dict[str, Any], fields: dict[str, Any]) -> None: ...
+
+    def stage_noise(self, stage: str) -> float: ...
+
+    def uses_of(self, stage: str, phase: Any, device: int | None) -> tuple: ...
+
+    def task_views(self) -> list[Any]: ...
 
 
 class Buffers:
@@ -55,7 +73,7 @@ class Buffers:
 
 
 def run_stage(
-    rt: SimRuntime,
+    rt: StageHost,
     plan: StagePlan,
     part: Partition,
     device: int | None,
