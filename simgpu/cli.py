@@ -865,6 +865,13 @@ def validate(
         console.print(f"real run: {measured['verification']['proofs_verified']} proofs verified")
     if outcome.result.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
+    if _stuck(measured):
+        # as run says it: the real run stopped on a deadlock or livelock
+        if not json_out:
+            dl = measured["deadlock"]
+            cycle = " -> ".join(dl.get("cycle") or [])
+            console.print(f"[red]the real run is stuck ({dl['kind']})[/red]: {cycle or dl.get('cause', '')}")
+        raise typer.Exit(EXIT_STUCK)
 
 
 @app.command()

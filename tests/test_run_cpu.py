@@ -256,3 +256,17 @@ def test_validate_says_when_the_profile_is_of_another_machine():
         "the GPU is NVIDIA GeForce RTX 5070 Ti, not NVIDIA H200",
         "the host has 8 cores, not 16",
     ]
+
+
+def test_validate_exits_3_when_the_real_run_deadlocks(keys_dir):
+    """As run does: a real run that stops on a deadlock is exit 3, with its cycle."""
+    from typer.testing import CliRunner
+
+    from simgpu.cli import app
+
+    crossed = ROOT / "tests" / "designs" / "crossed.py"
+    args = ["validate", "--backend", "cpu", "--constraints", "2^8", "--partitions", "2", "--proofs", "1"]
+    args += ["-j", "1", "--runs", "1", "--gpu-workers", "2", "--keys-dir", str(keys_dir)]
+    r = CliRunner().invoke(app, [*args, "-d", f"{crossed}:crossed_locks"])
+    assert r.exit_code == 3, r.output
+    assert "the real run is stuck (deadlock): gpu0.w0 -> gpu0.w1" in r.output

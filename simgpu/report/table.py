@@ -82,11 +82,13 @@ def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
     console.print(t)
     ooms = doc["oom_events"]
     if ooms:
-        console.print(f"[red]{len(ooms)} OOM event(s)[/red]; first:")
+        # in run order: each run's clock starts at 0, so times of different runs do not sort
+        console.print(f"[red]{len(ooms)} OOM event(s)[/red]; the first, run by run:")
         for o in ooms[:3]:
             where = f"proof {o.get('proof')} partition {o.get('partition')}"
+            run = f"run {o['run_seed']}, " if o.get("run_seed") is not None else ""
             console.print(
-                f"  t={o['t']:.3f}s {o['kind']} on {o['pool']}: stage {o['stage']}, worker "
+                f"  {run}t={o['t']:.3f}s {o['kind']} on {o['pool']}: stage {o['stage']}, worker "
                 f"{o.get('worker') or '?'}, {where}: requested {fmt_bytes(o['requested_bytes'])} "
                 f"for {o.get('buffer') or '?'}, free {fmt_bytes(o['free_bytes'])}"
             )
