@@ -139,10 +139,23 @@ def test_yielding_outside_the_protocol_is_a_design_error(name, shown, capsys):
 def test_ctrl_c_stops_a_real_run_cleanly(tmp_path):
     keys = tmp_path / "keys"
     base = ["run", "--backend", "cpu", "--constraints", "2^8", "--partitions", "2", "--keys-dir", str(keys)]
+    rec = tmp_path / "records.jsonl"
     warm = cli_in_subprocess([*base, "--proofs", "1", "-j", "1", "--json"], timeout=300)  # caches the keys
     assert warm.returncode == 0, warm.stderr
     proc = subprocess.Popen(
-        [sys.executable, "-m", "simgpu.cli", *base, "--proofs", "2000", "-j", "2", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "simgpu.cli",
+            *base,
+            "--proofs",
+            "2000",
+            "-j",
+            "2",
+            "--json",
+            "--records",
+            str(rec),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -166,7 +179,19 @@ def test_ctrl_c_stops_a_real_run_cleanly(tmp_path):
     assert p["submitted"] == p["completed"] + p["failed"]
     assert p["completed"] >= 1 and p["not_started"] > 0
     assert all(f["reason"] for f in doc["failures"])
-    assert max(f["proof"] for f in doc["failures"]) < p["submitted"]
+    # Each client proves every j-th proof, so the submitted ids need not be 0..n-1: check
+    # against the records that every proof that ended was submitted, and every submitted
+    # one ended, once.
+    events = [json.loads(line) for line in rec.read_text().splitlines()[1:]]
+    ids = {
+        ev: [r["proof"] for r in events if r["event"] == ev]
+        for ev in ("proof_submitted", "proof_completed", "proof_failed")
+    }
+    submitted = set(ids["proof_submitted"])
+    assert len(submitted) == len(ids["proof_submitted"]) == p["submitted"]
+    ended = ids["proof_completed"] + ids["proof_failed"]
+    assert sorted(ended) == sorted(submitted)
+    assert sorted(f["proof"] for f in doc["failures"]) == sorted(ids["proof_failed"])
     assert doc["verification"]["proofs_verified"] == p["completed"]
     assert 0.0 <= doc["devices"][0]["busy_frac"] <= 1.0
 
