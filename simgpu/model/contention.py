@@ -85,7 +85,7 @@ class Job:
     work: float
     uses: tuple[tuple[Hashable, float, float], ...]  # (resource, demand, bound)
     done: simpy.Event
-    rate: float = 1.0
+    rate: float = 0.0  # until the fluid share rates it (at the end of its instant)
     free_frac: float = field(init=False)
 
     def __post_init__(self) -> None:
@@ -201,6 +201,7 @@ class FluidShare:
         self.active: list[Job] = []
         self._last = 0.0
         self._token = 0
+        self._pending = False  # a reschedule is due at the end of this instant
         # which resources stretch their jobs now, since when, and the intervals closed
         self._saturated: frozenset[Hashable] = _NONE
         self._since: dict[Hashable, float] = {}
@@ -224,8 +225,21 @@ class FluidShare:
         job = Job(work, uses, done)
         self.active.append(job)
         self._add_load(job, 1.0)
-        self._reschedule()
+        self._changed()
         return done
+
+    def _changed(self) -> None:
+        """Speeds must be worked out again, once for all the changes of this instant: a
+        stage's phases start and end in bursts at one time (a partition's next phase, the
+        waiters a lock release wakes), and each change costs a pass over every job."""
+        self._token += 1  # the wake-up scheduled under the old speeds is stale now
+        if not self._pending:
+            self._pending = True
+            self.env.timeout(0).callbacks.append(self._flush)
+
+    def _flush(self, _ev: object) -> None:
+        self._pending = False
+        self._reschedule()
 
     def _add_load(self, job: Job, sign: float) -> None:
         load = self.load
@@ -327,6 +341,9 @@ class FluidShare:
         now = self.env.now
         still = []
         for job in self.active:
+            if job.rate == 0.0:  # submitted this instant, not rated yet: cannot be done
+                still.append(job)
+                continue
             # Done when the work left is residue, or when what is left could not move the
             # clock at all: far into a run (1e7 s and beyond) a float cannot hold "now plus
             # a nanosecond", and waiting for it would wake at the same instant for ever.
@@ -339,4 +356,4 @@ class FluidShare:
         for res, value in self.load.items():
             if abs(value) < 1e-9:
                 self.load[res] = 0.0
-        self._reschedule()
+        self._changed()

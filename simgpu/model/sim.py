@@ -27,6 +27,7 @@ from simgpu.model.contention import FluidShare
 from simgpu.model.interpreter import Buffers, run_stage
 from simgpu.model.primitives import Signal, SimLock, SimQueue, SimSemaphore
 from simgpu.profile import Profile, ResolvedPhase
+from simgpu.profile.resolve import StagePlan
 from simgpu.sched.base import RuntimeBase
 from simgpu.sched.daemon import Daemon
 from simgpu.sched.runtime import Proc
@@ -97,6 +98,7 @@ class SimRuntime(RuntimeBase):
         self._ctx: dict[simpy.Process, dict[str, Any]] = {}
         self._names: dict[simpy.Process, str] = {}
         self._uses_cache: dict[tuple[str, str, int | None], tuple] = {}
+        self._plans: dict[tuple[str, frozenset[str]], StagePlan] = {}
         self._noise = {st.name: _lognormal_params(st.noise_cv) for st in self.resolved.stages.values()}
         too_big = "circuit too big for this profile"
         need = self.resolved.vram_peak(("prestage", "kernels"))
@@ -171,7 +173,10 @@ class SimRuntime(RuntimeBase):
         if st.on == "gpu" and device is None:
             raise DesignError(f"stage {name} runs on a GPU: pass the worker's device")
         handle = inputs.get("buffers")
-        plan = self.resolved.plan(name, handed=handle.allocs if isinstance(handle, Buffers) else ())
+        handed = frozenset(handle.allocs) if isinstance(handle, Buffers) else frozenset()
+        plan = self._plans.get((name, handed))
+        if plan is None:  # a stage's plan depends on its name and what it was handed only
+            plan = self._plans[(name, handed)] = self.resolved.plan(name, handed=handed)
         ctx = dict(self._ctx.get(self.env.active_process, {}))
         p = self.env.process(run_stage(self, plan, part, device, ctx, handle))
         p.what = f"stage {name}"
