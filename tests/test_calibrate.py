@@ -156,6 +156,17 @@ def test_calibrate_the_cpu_backend(tmp_path):
     assert m["synthesis_compute"][0] + m["synthesis_transfer"][0] == pytest.approx(
         m["synthesis"][0], abs=2e-6
     )  # stored to 1 us
+    # how the device shares its work, measured and fitted into the gpu resource's uses
+    queue = doc["calibration"]["device_queue"]
+    assert set(queue) == {
+        "kernels_beside_kernel_load",
+        "kernels_beside_copy_load",
+        "prestage_beside_kernel_load",
+    }
+    assert all(alone > 0 and beside > 0 for alone, beside in queue.values())
+    kernels_gpu = doc["stages"]["kernels"]["uses"]["gpu"]
+    assert kernels_gpu["demand"] == 1.0 and 0.0 <= kernels_gpu["bound"] <= 1.0
+    assert 0.0 <= doc["stages"]["prestage"]["uses"]["h2d"]["bound"] <= 1.0
     r = CliRunner().invoke(app, ["predict", "--profile", str(out), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["proofs"]["failed"] == 0
