@@ -200,3 +200,21 @@ def test_device_queue_fit_reads_the_fluid_shares_law_backwards():
     )
     assert "gpu" not in sep["prestage"] and sep["prestage"]["h2d"]["bound"] == 1.0
     assert fit_device_queue({}, 50.0) == {}
+
+
+def test_a_failing_device_load_is_reported_not_waited_for():
+    """measure_device_queue waits for its background load to reach steady state: a load
+    that fails at once must end that wait and hand its error back."""
+    import threading
+
+    from simgpu.calibrate.measure import _loop
+
+    def boom() -> None:
+        raise MemoryError("device full")
+
+    stop, started, errors = threading.Event(), threading.Event(), []
+    t = threading.Thread(target=_loop, args=(boom, stop, started, errors))
+    t.start()
+    assert started.wait(timeout=5)
+    t.join(timeout=5)
+    assert [type(e) for e in errors] == [MemoryError]

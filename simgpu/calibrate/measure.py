@@ -266,10 +266,18 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
     return Contention(n, cores, membw, times, loaded, queue)
 
 
-def _loop(fn: Callable[[], None], stop: threading.Event, started: threading.Event) -> None:
-    """Run fn until stopped; `started` once one call has ended (the load's steady state)."""
-    while not stop.is_set():
-        fn()
+def _loop(
+    fn: Callable[[], None], stop: threading.Event, started: threading.Event, errors: list[BaseException]
+) -> None:
+    """Run fn until stopped; `started` once one call has ended (the load's steady state),
+    or it failed (into `errors`: whoever waits on `started` must not wait for ever)."""
+    try:
+        while not stop.is_set():
+            fn()
+            started.set()
+    except BaseException as e:
+        errors.append(e)
+    finally:
         started.set()
 
 
@@ -336,18 +344,19 @@ def measure_device_queue(
     sums: dict[tuple[str, str], list[float]] = {}
     for rep in range(repeats):
         for i, load in enumerate((None, "kernel_load", "copy_load")):
-            stop = threading.Event()
-            started = threading.Event()
+            stop, started, errors = threading.Event(), threading.Event(), []
 
             part = fresh(1 + 3 * rep + i)  # made before the load starts: only device work overlaps it
             thread = None
             if load is not None:
                 thread = threading.Thread(
-                    target=_loop, args=(loads[load], stop, started), name=load, daemon=True
+                    target=_loop, args=(loads[load], stop, started, errors), name=load, daemon=True
                 )
                 thread.start()
                 started.wait()  # timed in the load's steady state, not its start
             try:
+                if errors:
+                    raise errors[0]
                 times = gpu_part(part)
                 if on_device:
                     times |= b_g2(part)
@@ -356,6 +365,8 @@ def measure_device_queue(
                 if thread is not None:
                     thread.join()
                 part.host.free()
+            if errors:  # the load failed while the stage ran: the timing is not beside it
+                raise errors[0]
             for stage, dt in times.items():
                 sums.setdefault((stage, load or "alone"), []).append(dt)
     load_part.host.free()
