@@ -290,10 +290,6 @@ class FluidShare:
                 self._intervals[r].append((since, now))
         self._saturated = sat
 
-    def factors(self) -> dict[Hashable, float]:
-        """Each non-bursty resource's current stretch factor (1 where it has room)."""
-        return self._factors()[0]
-
     def _factors(self) -> tuple[dict[Hashable, float], dict[Hashable, float]]:
         """The factors, and the resources stretching their bound jobs (factor above 1)."""
         cap = self.capacity

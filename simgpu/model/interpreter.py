@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from simgpu.errors import OutOfMemory
-from simgpu.events import with_doing
+from simgpu.events import TaskView, with_doing
 from simgpu.ledger import Allocation, Ledger
 from simgpu.model import hostmem
-from simgpu.profile.resolve import ALLOC, COPY, FREE, HOST_RELEASE, WORK, StagePlan
+from simgpu.model.contention import FluidShare
+from simgpu.profile.resolve import ALLOC, COPY, FREE, HOST_RELEASE, WORK, Resolved, ResolvedPhase, StagePlan
 from simgpu.sched.runtime import Proc
 from simgpu.sched.work import Partition
 
@@ -25,10 +26,10 @@ class StageHost(Protocol):
     """What the interpreter needs of the runtime it plays a stage in (SimRuntime is
     one): the clock and records, the fluid share, the ledgers, the resolved profile."""
 
-    fluid: Any  # simgpu.model.contention.FluidShare
+    fluid: FluidShare
     host: Ledger
     vram: list[Ledger]
-    resolved: Any  # simgpu.profile.resolve.Resolved
+    resolved: Resolved
     record_phases: bool
 
     def now(self) -> float: ...
@@ -37,9 +38,9 @@ class StageHost(Protocol):
 
     def stage_noise(self, stage: str) -> float: ...
 
-    def uses_of(self, stage: str, phase: Any, device: int | None) -> tuple: ...
+    def uses_of(self, stage: str, phase: ResolvedPhase, device: int | None) -> tuple: ...
 
-    def task_views(self) -> list[Any]: ...
+    def task_views(self) -> list[TaskView]: ...
 
 
 class Buffers:

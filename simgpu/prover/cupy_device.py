@@ -59,7 +59,8 @@ class CupyDevice:
         self._vram_limit = int(vram_limit) if vram_limit else None
         with self.cp.cuda.Device(self.device):
             self.pool = self.cp.get_default_memory_pool()
-            # The pool is the process's: a cap an earlier device object set must not outlive it.
+            # The pool is the process's: a cap an earlier device object set must not outlive
+            # it (device objects of one device in one process share one cap: the last sets it).
             self.pool.set_limit(size=self._vram_limit or 0)
             self._device_bytes = int(self.cp.cuda.runtime.memGetInfo()[1])
         self._pinned: dict[tuple[str, str], np.ndarray] = {}
