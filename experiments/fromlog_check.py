@@ -72,6 +72,7 @@ def main() -> int:
     ap.add_argument("--keys-dir", default="out/keys")
     ap.add_argument("--circuit", default="generic", help="circuit family the runs prove")
     ap.add_argument("--b-g2-threads", type=int, default=None, help="cores one b_g2_msm is split over")
+    ap.add_argument("--b-g2-on", default=None, help="where b_g2_msm runs: cpu or gpu")
     ap.add_argument("--out", default="out/fromlog-check")
     a = ap.parse_args()
     out = Path(a.out)
@@ -82,6 +83,8 @@ def main() -> int:
     common += ["--keys-dir", a.keys_dir, "--circuit", a.circuit, "--json"]
     if a.b_g2_threads:
         common += ["--b-g2-threads", str(a.b_g2_threads)]
+    if a.b_g2_on:
+        common += ["--b-g2-on", a.b_g2_on]
     t0 = time.perf_counter()
 
     def run(j: int, name: str, *extra: str) -> dict:

@@ -151,6 +151,34 @@ def test_a_log_of_the_model_gives_back_the_model(tmp_path):
         assert have == pytest.approx(want, rel=0.03), j
 
 
+def test_a_gpu_stage_outside_the_mutex_is_fitted_unloaded(tmp_path):
+    """The h200-cupy prover runs b_g2_msm on the GPU, outside the mutex, beside the other
+    worker's kernels: its logged times are loaded ones.  Fitted on that base, the fit takes
+    the device's share out of them (as the model will put it back), instead of keeping the
+    loaded mean as the unloaded time and counting the load twice; and the base's stages
+    that lean on device resources only (b_g2_msm: the GPU) are fitted, not a crash."""
+    prof = load_profile(find_profile("h200-cupy"))
+    n = 1 << 20
+    wl = Workload("w", 4, n)
+    cfg = PipelineConfig(proofs=6, concurrency=3, gpu_workers_per_device=2, partition_workers=8)
+    result = SimRuntime(prof, cfg, wl, seed=1).run(resolve_design("single-lock").fn)
+    logged = [
+        r.fields["seconds"]
+        for r in result.records
+        if r.event == "stage_end" and r.fields["stage"] == "b_g2_msm"
+    ]
+    truth = prof.resolve(n).stages["b_g2_msm"].seconds
+    assert sum(logged) / len(logged) > 1.3 * truth  # loaded: beside the other worker's kernels
+    log, out = tmp_path / "h200.log", tmp_path / "h200.toml"
+    write_timeline(log, result, cfg, n, cores=16)
+    fitted = fit_from_log(log, out, base="h200-cupy")
+    assert fitted.fits["b_g2_msm"].t0 == pytest.approx(truth, rel=0.1)
+    want = predict(prof, cfg, wl, resolve_design("single-lock"), runs=3).aggregate()["throughput_s_per_proof"]
+    got = load_profile(out)
+    have = predict(got, cfg, got.workload(), resolve_design("single-lock"), runs=3).aggregate()
+    assert have["throughput_s_per_proof"] == pytest.approx(want, rel=0.05)
+
+
 def test_a_term_the_base_lacks_is_added_where_the_log_shows_it(tmp_path):
     """Kernels that lean on the host's cores (as the CPU backend's do): a log of such a
     machine, fitted on a base whose kernels use the GPU and the link only, gains the cores

@@ -133,14 +133,17 @@ WHERE = {
 }
 
 
-def brackets(log: CuzkLog) -> list[tuple[float, float, float]]:
+def brackets(log: CuzkLog, pinned: Iterable[tuple[int, float]] = ()) -> list[tuple[float, float, float]]:
     """Where each CUZK_TIMING sample was printed (ms): (the offset of the TIMELINE line
     before it, of the one after it, and its place between them).  Such a line carries no
     time, so it is placed between the TIMELINE lines around it, in proportion to its
-    position among the lines between them."""
-    positions = [p for p, _ in log.clock]
+    position among the lines between them.  `pinned` adds (line position, ms) of lines
+    whose time is known otherwise (the mutex's: when its hold began, and its length) to
+    the clock."""
+    clock = sorted([*log.clock, *pinned])
+    positions = [p for p, _ in clock]
     offsets: list[float] = []
-    for _, off in log.clock:  # cuzk's lines can be a millisecond out of order
+    for _, off in clock:  # cuzk's lines can be a millisecond out of order
         offsets.append(max(off, offsets[-1]) if offsets else off)
     out = []
     for s in log.samples:
@@ -199,23 +202,23 @@ def samples(log: CuzkLog) -> Samples:
     by_kind = {"prep": ("prep", "prep_msm_ms"), "b_g2": ("b_g2_msm", "b_g2_msm_ms")}
     acquired = _Acquisitions(log)
     holds: list[float | None] = []  # the open holds' starts, first in first out (as read_log pairs them)
+    pinned: list[tuple[int, float]] = []  # (line position, ms) of the lock and release lines, now known
     for s, (before, after, at) in zip(log.samples, brackets(log), strict=True):
         v = s.values
         t = at * QUANTUM
-        if s.kind in by_kind:
-            stage, key = by_kind[s.kind]
-            d = _dur(v[key])
-            stages[stage].append(Job(stage, d, t - d, t, QUANTUM**2 / 12))
-        elif s.kind == "held":
+        if s.kind == "held":
             d = _dur(v["mutex_held_ms"])
             start = holds.pop(0)
             if start is None:
                 start = t - d
             stages["held"].append(Job("held", d, start, start + d, QUANTUM**2 / 12))
+            pinned.append((s.position, (start + d) / QUANTUM))
         elif s.kind == "lock":
             waits.append(_wait(v["mutex_wait_ms"]))
             pre_lock.append(_wait(v["pre_lock_cpu_ms"]))
             holds.append(acquired.at(s.line, v["pre_lock_cpu_ms"], v["mutex_wait_ms"], before, after))
+            if holds[-1] is not None:
+                pinned.append((s.position, holds[-1] / QUANTUM))
         elif s.kind == "ntt_msm_h":
             phases["ntt_msm_h"].append(_dur(v["ntt_msm_h_ms"]))
         elif s.kind == "batch_add":
@@ -223,6 +226,15 @@ def samples(log: CuzkLog) -> Samples:
         elif s.kind == "tail":
             phases["tail_msm"].append(_dur(v["tail_msm_ms"]))
             gpu_total.append(_dur(v["gpu_total_ms"]))
+    # prep and b_g2_msm lines are placed on the clock the mutex's lines pin as well: between
+    # two TIMELINE lines tens of milliseconds apart, a line's place by its position alone
+    # can be off by a good part of that (10 ms late on average in a log of the model at
+    # 2^20), and where a sample ran decides which others it is taken to have slowed
+    for s, (_, _, at) in zip(log.samples, brackets(log, pinned), strict=True):
+        if s.kind in by_kind:
+            stage, key = by_kind[s.kind]
+            d, t = _dur(s.values[key]), at * QUANTUM
+            stages[stage].append(Job(stage, d, t - d, t, QUANTUM**2 / 12))
     calls = [(p.at("GPU_END") - p.at("GPU_START")) * QUANTUM for p in log.partitions.values()]
     queue = [(p.at("GPU_PICKUP") - p.at("GPU_QUEUE")) * QUANTUM for p in log.partitions.values()]
     return Samples(stages, gpu_total, phases, waits, pre_lock, calls, queue)
@@ -417,9 +429,13 @@ def infer_design(log: CuzkLog) -> tuple[str, str]:
 
 # --------------------------------------------------------------------- contention
 
-#: The device resources.  The GPU mutex keeps one GPU part per device at a time, so only a
-#: job's own demand loads its device's (a log cannot place a CUZK_TIMING sample on a
-#: device, and need not); what a link carries loads host memory too (Sharing.through).
+#: The device resources.  A log cannot place a CUZK_TIMING sample on a device, so the others'
+#: device demand counts at 1 / devices (their expected share on this job's device): on one
+#: device all of it, as the model counts it.  The GPU mutex keeps one GPU part per device
+#: at a time, but not what runs on the device outside it (b_g2_msm, where the prover runs
+#: it there), and a loaded sample's unloaded time must come out of the law the model will
+#: apply, or the model counts that load twice.  What a link carries loads host memory too
+#: (Sharing.through).
 DEVICE = ("gpu", "h2d")
 
 
@@ -434,6 +450,7 @@ class Sharing:
     thrash: dict[str, Thrash]  # efficiency lost past a knee
     through: dict[str, str]  # a link -> the resource its bytes also cross (h2d -> membw)
     bursty: frozenset[str]  # lock-like, shared burst by burst
+    devices: int = 1  # the others' device demand loads a job's device at 1 / devices
 
     def law(self, r: str) -> str:
         """The law a bound on `r` is fitted under, in words."""
@@ -450,8 +467,9 @@ class Sharing:
         return "; ".join(laws + links)
 
 
-def sharing(prof: Profile, cores: float) -> Sharing:
-    """The base's sharing, with the log's cores (the synthesis pool it reports)."""
+def sharing(prof: Profile, cores: float, devices: int = 1) -> Sharing:
+    """The base's sharing, with the log's cores (the synthesis pool it reports) and
+    devices."""
     hw = prof.hardware
 
     def name(key: Any) -> str:
@@ -465,6 +483,7 @@ def sharing(prof: Profile, cores: float) -> Sharing:
         {name(k): t for k, t in hostmem.thrashing(prof, 1).items() if t.loss > 0},
         {name(k): v for k, v in hostmem.links(1).items()},
         frozenset({"gil"}),  # as simgpu.model.sim declares it
+        max(1, int(devices)),
     )
 
 
@@ -693,8 +712,7 @@ class Timeline:
                 for r, (d, _) in ph.uses.items():
                     if not mine and r in ph.private:
                         continue
-                    if mine or r not in DEVICE:
-                        got[r] += count * d
+                    got[r] += count * d if mine or r not in DEVICE else count * d / sh.devices
                     if r in sh.through:
                         got[sh.through[r]] += count * d
             self._loads[c] = got
@@ -843,6 +861,9 @@ def stage_data(
         dt = np.concatenate(dt_l)
         dts.append(dt)
         comps.append(np.concatenate(c_l))
+        if not used:  # a stage on device resources only: nothing of the host to average
+            gbar_rows.append(np.zeros(0))
+            continue
         # the sample's time-averaged oversubscription over the phases that take the bound
         w = dt[:, None] * np.vstack([m.reshape(-1, len(used)) for m in m_l])
         g = np.vstack([x.reshape(-1, len(used)) for x in g_l])
@@ -1234,11 +1255,11 @@ class FromLog:
 ORDER = ("synthesis", "prep", "b_g2_msm", "held")
 
 
-def fit_stages(s: Samples, prof: Profile, n: int, cores: float) -> dict[str, StageFit]:
+def fit_stages(s: Samples, prof: Profile, n: int, cores: float, devices: int = 1) -> dict[str, StageFit]:
     """Every fitted stage: synthesis, prep, b_g2_msm and the GPU part under the mutex.
     Where the GPU part gains a term the base lacks, the fit is made again with its demand
     loading the others (a core driving the GPU is a core the others do not have)."""
-    sh = sharing(prof, cores)
+    sh = sharing(prof, cores, devices)
     phases = phase_uses(prof, n)
     offered = {
         r: (d, 0.0) for r, d in CANDIDATES.items() if not any(_reaches(ph, r, sh) for ph in _held(phases))
@@ -1277,9 +1298,13 @@ def _fit_pass(
     that the base lacks; `private`: their demand slows the GPU part but loads no one else
     (a candidate, until a fit adds it)."""
     phases = phase_uses(prof, n, {stage: terms for stage in JOB_STAGES["held"]})
-    # the GPU part is fitted as one job: the prestage takes the kernels' bound on a
-    # resource both lean on (the profile written gets it in both)
-    kernels = {r for ph in phases["kernels"] for r, k in ph.keys.items() if k == ("kernels", r)}
+    # the GPU part is fitted as one job: the prestage takes the kernels' bound on a host
+    # resource both lean on (the profile written gets it in both).  A device bound is
+    # never fitted (stage_data), so each keeps its own: the prestage's small share on the
+    # GPU is not the kernels' whole one
+    kernels = {
+        r for ph in phases["kernels"] for r, k in ph.keys.items() if k == ("kernels", r) and r not in DEVICE
+    }
     phases["prestage"] = [
         PhaseUse(
             ph.seconds,
@@ -1460,7 +1485,7 @@ def fit_from_log(
     check_enough(s)
     n = int(st.value("constraints"))
     design = infer_design(log)
-    fits = fit_stages(s, prof, n, float(st.value("cpu_cores")))
+    fits = fit_stages(s, prof, n, float(st.value("cpu_cores")), int(st.value("devices")))
 
     d = _Doc(raw, prof, n)
     for stage in ("synthesis", "prep", "b_g2_msm"):
