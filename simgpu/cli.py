@@ -933,7 +933,7 @@ def calibrate(
     settings = ProverSettings(
         backend=backend,
         vram_limit=None if vram is None else parse_size(vram, "--vram"),
-        partition_workers=2,
+        partition_workers=4,
         b_g2_threads=B_G2_THREADS if b_g2_threads is None else b_g2_threads,
         b_g2_on=b_g2_on,
         keys_dir=keys_dir,

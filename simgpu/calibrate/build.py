@@ -211,17 +211,44 @@ def build_profile(
     return doc, errors
 
 
-def driver_rx_bound(runs: list[SizeRun]) -> float | Inline:
-    """How much of a synthesis result's trip waits on the driver's result thread: the
-    serialized share at each calibrated size (1 where the worker's pickling was not
-    timed: every second of the trip is then taken as shared)."""
-    if not all("synthesis.pickle" in r.seconds for r in runs):
+def trips_bound(alone: float, together: float, k: int) -> float:
+    """The bound on driver_rx of a result's trip, read from its time alone and its time
+    with k at once through the model's law backwards: k trips at once on the capacity-1
+    channel stretch their bound share k-fold, so together = alone * ((1 - b) + b * k)."""
+    if k <= 1 or alone <= 0:
         return 1.0
+    return min(1.0, max(0.0, (together / alone - 1.0) / (k - 1)))
+
+
+def _trips_at_once(run: SizeRun) -> tuple[int, list[float]] | None:
+    for key, xs in run.seconds.items():
+        if key.startswith("synthesis.trip_x"):
+            return int(key.removeprefix("synthesis.trip_x")), xs
+    return None
+
+
+def driver_rx_bound(runs: list[SizeRun]) -> float | Inline:
+    """How much of a synthesis result's trip waits on the driver (its one result thread,
+    or whatever else the trips queue on there), at each calibrated size: measured, from
+    the trips alone and several at once (`measure_trips`, `trips_bound`); where that was
+    not measured, the serialized share of the trip (all but the worker's pickling; 1
+    where the pickling was not timed either: every second of the trip is then shared)."""
     mean = statistics.mean
-    shares = [
-        round(serialized_share(mean(r.seconds["synthesis.transfer"]), mean(r.seconds["synthesis.pickle"])), 3)
-        for r in runs
-    ]
+
+    def share(r: SizeRun) -> float | None:
+        got = _trips_at_once(r)
+        if got is not None and r.seconds.get("synthesis.trip"):
+            k, together = got
+            return round(trips_bound(mean(r.seconds["synthesis.trip"]), mean(together), k), 3)
+        if "synthesis.pickle" in r.seconds:
+            transfer, pickling = mean(r.seconds["synthesis.transfer"]), mean(r.seconds["synthesis.pickle"])
+            return round(serialized_share(transfer, pickling), 3)
+        return None
+
+    found = [share(r) for r in runs]
+    if any(x is None for x in found):
+        return 1.0
+    shares = [float(x) for x in found if x is not None]
     if len(runs) == 1:
         return shares[0]
     return Inline(points=[[r.constraints, s] for r, s in zip(runs, shares, strict=True)])

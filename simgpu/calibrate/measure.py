@@ -145,6 +145,15 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
                 run.add("epilogue", dt)
             part.host.free()
             log(f"  n={n:,} repeat {rep + 1}/{repeats}: kernels {run.seconds['kernels'][-1] * 1e3:.1f} ms")
+        together = min(TRIPS_AT_ONCE, ex.settings.partition_workers)
+        if together > 1:
+            alone, at_once = measure_trips(ex, n, together, repeats)
+            run.seconds["synthesis.trip"] = alone
+            run.seconds[f"synthesis.trip_x{together}"] = at_once
+            log(
+                f"  n={n:,} results' trip back: {statistics.mean(alone) * 1e3:.1f} ms alone, "
+                f"{statistics.mean(at_once) * 1e3:.1f} ms each with {together} at once"
+            )
         run.buffers = {k: int(v) for k, v in plan["buffers"].items()}
         checked = ("prestage", "kernels", *(("b_g2_msm",) if settings.b_g2_on == "gpu" else ()))
         run.plan_peak = {s: stage_peak(plan, s) for s in checked}
@@ -153,6 +162,50 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
     finally:
         ex.close()
     return run
+
+
+#: How many synthesis results `measure_trips` brings back at once: a proof's partitions
+#: are synthesized together, so their results come back together.
+TRIPS_AT_ONCE = 4
+
+
+def measure_trips(ex: Any, n: int, k: int, repeats: int) -> tuple[list[float], list[float]]:
+    """A synthesis result's trip back to the driver (its wall time less its compute, as
+    the executor's synthesis stage makes it: the worker hands it off, the driver receives
+    it on the calling thread), alone and with k handed back at once from k threads:
+    (trips alone, each trip of the k together), `repeats` rounds of each.  How much the
+    trips slow each other is what the driver serializes of them (driver_rx_bound)."""
+    import threading
+
+    from simgpu.prover import handoff
+    from simgpu.sched.work import Partition, Proof
+
+    seeds = iter(range(5000, 10**9))
+
+    def trip(out: list[float], start: threading.Barrier | None) -> None:
+        part = Partition(Proof(next(seeds), 1, n), 0, n)
+        if start is not None:
+            start.wait()
+        t = time.perf_counter()
+        job = ex.pool().submit(handoff.synthesize_handed_off_timed, ex.spec, ex.partition_seed(part), ex._tag)
+        result, compute, _, extra = job.result()
+        synth = handoff.receive(result)
+        out.append(max(0.0, time.perf_counter() - t - extra - compute))
+        del synth  # its memory goes back with its arrays
+
+    alone: list[float] = []
+    together: list[float] = []
+    for _ in range(repeats):
+        trip(alone, None)
+        barrier = threading.Barrier(k)
+        threads = [threading.Thread(target=trip, args=(together, barrier)) for _ in range(k)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    if len(together) < k * repeats:
+        raise RuntimeError("a synthesis of the trips-at-once measurement failed (see its thread's error)")
+    return alone, together
 
 
 def _stream(nbytes: int, seconds: float) -> float:
