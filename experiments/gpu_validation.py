@@ -93,6 +93,17 @@ def tight_cap(prof: Any, wl: Workload, args: argparse.Namespace) -> int | None:
     return None
 
 
+def tight_mib(spec: str, log_n: int) -> int | None:
+    """The tight cap --tight-mib gives at 2^log_n: '2112' for every size, '22=2112,20=735'
+    per size (a size not named gets the model's)."""
+    if not spec:
+        return None
+    if "=" not in spec:
+        return int(spec)
+    caps = dict(part.split("=") for part in spec.split(","))
+    return int(caps[str(log_n)]) if str(log_n) in caps else None
+
+
 def measure(args: argparse.Namespace) -> None:
     from simgpu.prover import B_G2_THREADS
     from simgpu.real.executor import ProverExecutor, ProverSettings
@@ -114,7 +125,8 @@ def measure(args: argparse.Namespace) -> None:
         n = 1 << log_n
         wl = Workload(f"groth16-n{n}", args.partitions, n)
         if cap_kind == "tight":
-            caps.setdefault(n, args.tight_mib * MiB if args.tight_mib else tight_cap(prof, wl, args))
+            mib = tight_mib(args.tight_mib, log_n)
+            caps.setdefault(n, mib * MiB if mib else tight_cap(prof, wl, args))
             cap = caps[n]
             if cap is None:
                 print(f"2^{log_n}: the model finds no two-lock cap; skipping the tight runs", flush=True)
@@ -333,7 +345,11 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "docs" / "validation.md"))
     ap.add_argument("--backend", default="cupy", help="cpu: a dry run on small sizes (with --log-offset)")
     ap.add_argument("--log-offset", type=int, default=0, help="shift every size by this power of two")
-    ap.add_argument("--tight-mib", type=int, default=0, help="the tight cap, instead of the model's")
+    ap.add_argument(
+        "--tight-mib",
+        default="",
+        help="the tight cap in MiB instead of the model's: one for every size, or per size as 22=2112,20=735",
+    )
     ap.add_argument("--only", nargs="*", default=[], help="run only these configuration labels")
     args = ap.parse_args()
     measure(args) if args.step == "measure" else predict_all(args)
