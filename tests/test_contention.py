@@ -207,3 +207,20 @@ def test_seed_profile_reproduces_the_published_contention():
     assert loaded[-1] == pytest.approx(0.48, rel=0.01)
     loaded = finish_times([(0, t_syn, syn)] * 10 + [(0, st["prep"].seconds, uses("prep"))], cap, **laws)
     assert loaded[-1] == pytest.approx(1.9, rel=0.01)
+
+
+def test_busy_cores_press_on_each_other_below_saturation():
+    """The tiny profile's two syntheses of a proof, each keeping a core of 8 busy and 0.5
+    sensitive to the others' (``pressure``): together each takes 1 + 0.5 * 1 / 8 of its
+    1 s, though 2 busy cores are far below the 8 there are; alone, 1 s."""
+    from conftest import simulate, tiny_profile
+
+    prof = tiny_profile(**{"stages.synthesis": {"uses": {"pressure": {"demand": 1.0, "bound": 0.5}}}})
+    for workers, want in ((2, 1.0625), (1, 1.0)):
+        result, _ = simulate(prof, "single-lock", proofs=1, concurrency=1, partition_workers=workers)
+        got = [
+            r.fields["seconds"]
+            for r in result.records
+            if r.event == "stage_end" and r.fields["stage"] == "synthesis"
+        ]
+        assert got == pytest.approx([want, want]), workers

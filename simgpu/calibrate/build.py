@@ -23,7 +23,7 @@ from simgpu.calibrate.fit import (
     EXACT,
     SIZE_LAWS,
     fit_device_queue,
-    fit_loaded,
+    fit_pressure,
     fit_synthesis_contention,
     phase_key,
     stage_means,
@@ -124,14 +124,17 @@ def build_profile(
     uses["prestage"] = {"h2d": Inline(demand=float(hw["h2d_gbps"]), bound=1.0)}
     if contention:
         uses["synthesis"] = fit_synthesis_contention(contention)
-        uses["prep"] = fit_loaded(contention, "prep", 1)
-        uses["b_g2_msm"] = fit_loaded(contention, "b_g2_msm", settings.b_g2_threads)
+        uses["prep"] = {"cores": Inline(demand=1.0, bound=1.0)}  # compiled loops: a core's work
+        uses["b_g2_msm"] = {"cores": Inline(demand=float(settings.b_g2_threads), bound=1.0)}
     if settings.b_g2_on == "gpu":
         # bellperson's choice: the G2 MSM is the device's work, beside the next kernels
         uses["b_g2_msm"] = {"gpu": Inline(demand=1.0, bound=1.0)}
     if contention and contention.device_queue:
         # how the device shares its work between workers, as measured
         uses.update(fit_device_queue(contention.device_queue, float(hw["h2d_gbps"])))
+    if contention:
+        for stage, extra in fit_pressure(contention, settings.b_g2_threads).items():
+            uses[stage] = with_room(uses.get(stage, {}), extra)
 
     def cv(key: str) -> float:
         vals = [
@@ -206,9 +209,30 @@ def build_profile(
                 if contention and contention.device_queue
                 else {}
             ),
+            **(
+                {
+                    "pressure": {
+                        "syntheses_beside": contention.pressure_load,
+                        **{s: [round(a, 6), round(b, 6)] for s, (a, b) in contention.loaded.items()},
+                    }
+                }
+                if contention and contention.loaded
+                else {}
+            ),
         },
     }
     return doc, errors
+
+
+def with_room(uses: dict[str, Inline], extra: dict[str, Inline]) -> dict[str, Inline]:
+    """A stage's uses with `extra` added, the others' bounds scaled down where together
+    they would bind more than the stage's whole time (the extra bound is measured beside a
+    load the others' were not)."""
+    bound = sum(float(u["bound"]) for u in extra.values())
+    rest = sum(float(u["bound"]) for u in uses.values())
+    scale = min(1.0, (1.0 - bound) / rest) if rest > 0 else 1.0
+    out = {r: Inline(demand=u["demand"], bound=round(float(u["bound"]) * scale, 4)) for r, u in uses.items()}
+    return out | extra
 
 
 def trips_bound(alone: float, together: float, k: int) -> float:

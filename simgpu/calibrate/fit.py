@@ -92,15 +92,44 @@ def time_law(ns: list[int], ys: list[float], candidates: tuple[str, ...] = TIME_
     return f.law_table(), f.max_rel_error
 
 
+def synthesis_pressure(c: Contention) -> float:
+    """Synthesis's sensitivity to the others' busy cores, from the k-at-once times up to
+    the cores (none oversubscribed): the burst law's slowdown(k) = 1 + b (k - 1) / C,
+    fitted through the origin by least squares."""
+    ks = sorted(k for k in c.synthesis if 1 < k <= c.cores)
+    if not ks or min(c.synthesis) != 1:
+        return 0.0
+    x = np.array([(k - 1) / c.cores for k in ks])
+    y = np.array([c.synthesis[k] / c.synthesis[1] - 1 for k in ks])
+    return round(min(1.0, max(0.0, float(x @ y / (x @ x)))), 4)
+
+
+def fit_pressure(c: Contention, b_g2_threads: int) -> dict[str, dict[str, Inline]]:
+    """Every measured stage's use of `pressure` (simgpu.model.contention, "Pressure"):
+    demand the cores it keeps busy (one; b_g2_msm on the CPU its threads), bound read from
+    the burst law backwards: beside k busy cores of C a stage takes 1 + b k / C times its
+    time alone, so b = (beside / alone - 1) C / k.  Synthesis's from its k-at-once times."""
+    out = {"synthesis": {"pressure": Inline(demand=1.0, bound=synthesis_pressure(c))}}
+    k = c.pressure_load
+    for stage, (alone, beside) in c.loaded.items():
+        if k <= 0 or alone <= 0:
+            continue
+        b = min(1.0, max(0.0, (beside / alone - 1) * c.cores / k))
+        demand = float(b_g2_threads) if stage == "b_g2_msm" else 1.0
+        out[stage] = {"pressure": Inline(demand=demand, bound=round(b, 4))}
+    return out
+
+
 def fit_synthesis_contention(c: Contention) -> dict[str, Inline]:
     """Bound fractions of synthesis on cores and on memory bandwidth, and its bandwidth
-    demand, from the k-at-once times: slowdown(k) = 1 + fc (max(1, k/C) - 1) + fm (max(1,
-    k d / B) - 1)."""
+    demand, from the k-at-once times once the pressure's share is taken out of them
+    (synthesis_pressure): slowdown(k) = 1 + fc (max(1, k/C) - 1) + fm (max(1, k d / B) - 1)."""
     from scipy.optimize import least_squares
 
     ks = sorted(c.synthesis)
     base = c.synthesis[ks[0]]
-    slow = np.array([c.synthesis[k] / base for k in ks])
+    b = synthesis_pressure(c)
+    slow = np.array([c.synthesis[k] / base / (1 + b * (min(k, c.cores) - 1) / c.cores) for k in ks])
 
     def model(p: np.ndarray) -> np.ndarray:
         fc, fm, d = p
@@ -120,15 +149,6 @@ def fit_synthesis_contention(c: Contention) -> dict[str, Inline]:
         "cores": Inline(demand=1.0, bound=round(fc, 4)),
         "membw": Inline(demand=round(d, 3), bound=round(fm, 4)),
     }
-
-
-def fit_loaded(c: Contention, stage: str, threads: int) -> dict[str, Inline]:
-    """A CPU stage's bound fraction on cores from its time beside a full synthesis load."""
-    alone, busy = c.loaded[stage]
-    load = max(c.synthesis) + threads
-    over = max(1.0, load / c.cores)
-    f = 0.0 if over <= 1.0 else min(1.0, max(0.0, (busy / alone - 1) / (over - 1)))
-    return {"cores": Inline(demand=float(threads), bound=round(f, 4))}
 
 
 def _clamp(x: float) -> float:

@@ -57,7 +57,7 @@ from simgpu.errors import UserError
 from simgpu.model import hostmem
 from simgpu.model.contention import Thrash, job_stretch, resource_factor
 from simgpu.profile import Law, PointsLaw, Profile, find_profile, load_profile, profile_from_dict
-from simgpu.profile.schema import uses_at
+from simgpu.profile.schema import BURSTY_RESOURCES, uses_at
 from simgpu.profile.tomlwrite import Inline, dumps
 
 #: Fewest samples a stage's time and noise are fitted from.
@@ -475,14 +475,14 @@ def sharing(prof: Profile, cores: float, devices: int = 1) -> Sharing:
     def name(key: Any) -> str:
         return key if isinstance(key, str) else key[0]  # ("h2d", device) -> "h2d"
 
-    capacity = {"membw": hw.membw_gbps, "cores": cores, "gil": 1.0, "driver_rx": 1.0}
+    capacity = {"membw": hw.membw_gbps, "cores": cores, "gil": 1.0, "driver_rx": 1.0, "pressure": cores}
     capacity |= {"gpu": 1.0, "h2d": hw.h2d_gbps}
     return Sharing(
         capacity,
         frozenset(name(k) for k in hostmem.conserved(prof, 1)),
         {name(k): t for k, t in hostmem.thrashing(prof, 1).items() if t.loss > 0},
         {name(k): v for k, v in hostmem.links(1).items()},
-        frozenset({"gil"}),  # as simgpu.model.sim declares it
+        frozenset(BURSTY_RESOURCES),  # as simgpu.model.sim declares them
         max(1, int(devices)),
     )
 

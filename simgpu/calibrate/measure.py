@@ -265,17 +265,19 @@ class Contention:
     cores: int
     membw_gbps: float
     synthesis: dict[int, float]  # k at once -> mean seconds each
-    loaded: dict[str, tuple[float, float]]  # stage -> (alone, under full synthesis load)
+    loaded: dict[str, tuple[float, float]]  # stage -> (alone, beside `pressure_load` syntheses)
     #: "<stage> beside <load>" -> (alone, beside); empty where not measured
     device_queue: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: how many syntheses ran, continuously, beside the `loaded` stages
+    pressure_load: int = 0
 
 
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
-    """k syntheses at once for k in ks (each in its own process: CPU-bound Python), and
-    prep / b_g2_msm alone and beside a full load of syntheses."""
+    """k syntheses at once for k in ks (each in its own process), the driver's stages
+    alone and beside a continuous load of syntheses (`measure_pressure`), and how the
+    device shares its work (`measure_device_queue`)."""
 
-    from simgpu.real.executor import HostData, ProverExecutor
-    from simgpu.sched.work import Partition, Proof
+    from simgpu.real.executor import ProverExecutor
 
     cores = os.cpu_count() or 1
     membw = measure_membw(cores)
@@ -292,31 +294,89 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
         spec = settings.spec(n)
         ex = ProverExecutor(spec, settings)
         try:
-            # Through the executor's stage hook, as a run calls it: prep from a fresh copy of
-            # one synthesis each time, b_g2_msm on its result.
-            part = Partition(Proof(7, 1, n), 0, n)
-            synth = ex.run_stage("synthesis", part, None, {}).synth
-
-            def prep() -> None:
-                part.host = HostData(synth=synth)
-                ex.run_stage("prep", part, None, {})
-
-            prep()
-            loaded: dict[str, tuple[float, float]] = {}
-            fns = {"prep": prep, "b_g2_msm": lambda: ex.run_stage("b_g2_msm", part, None, {})}
-            for name, fn in fns.items():
-                _, alone = _timed(fn, lambda: None)
-                load = [pool.submit(_synth_task, settings.circuit, n, 100 + i) for i in range(max(ks))]
-                time.sleep(0.2)  # let the load start
-                _, busy = _timed(fn, lambda: None)
-                for f in load:
-                    f.result()
-                loaded[name] = (alone, busy)
-                log(f"  {name}: {alone:.3f} s alone, {busy:.3f} s beside {max(ks)} syntheses")
+            k = max(1, cores // 2)  # a pipeline's load: below saturation, where pressure shows
+            loaded = measure_pressure(ex, pool, settings.circuit, n, k, log)
             queue = measure_device_queue(ex, n, log)
         finally:
             ex.close()
-    return Contention(n, cores, membw, times, loaded, queue)
+    return Contention(n, cores, membw, times, loaded, queue, k)
+
+
+#: The stages `measure_pressure` times beside a load of syntheses: every stage the driver
+#: runs (the device stages' launch loops and copies are the driver's work too).
+PRESSURE_STAGES = ("prep", "prestage", "kernels", "b_g2_msm", "epilogue")
+
+
+def measure_pressure(
+    ex: Any, pool: Any, circuit: str, n: int, k: int, log: Callable[[str], None], repeats: int = 3
+) -> dict[str, tuple[float, float]]:
+    """Each of the driver's stages (PRESSURE_STAGES) on a fresh partition, alone and
+    beside k syntheses kept running in `pool` (worker processes whose circuits are
+    built) until it ends: stage -> (median alone, median beside).  k below the cores:
+    what busy cores cost each other before any is oversubscribed (the `pressure`
+    resource; simgpu.calibrate.fit.fit_pressure)."""
+    from simgpu.sched.work import Partition, Proof
+
+    backend = ex.backends[0]
+    on_device = 0 if ex.settings.b_g2_on == "gpu" else None
+    seeds = iter(range(700, 10**9))
+
+    def chain() -> dict[str, float]:
+        part = Partition(Proof(next(seeds), 1, n), 0, n)
+        part.host = ex.run_stage("synthesis", part, None, {})
+        out: dict[str, float] = {}
+        inputs: dict[str, Any] = {}
+        for stage in PRESSURE_STAGES:
+            device = on_device if stage == "b_g2_msm" else (0 if stage in ("prestage", "kernels") else None)
+            backend.synchronize()
+            t = time.perf_counter()
+            got = ex.run_stage(stage, part, device, inputs)
+            out[stage] = time.perf_counter() - t
+            if stage == "prestage":
+                inputs = {"buffers": got}
+            elif stage == "kernels":
+                inputs["buffers"].free()
+                inputs = {}
+        part.host.free()
+        return out
+
+    futures: list[Any] = []
+
+    def load() -> None:  # keeps k syntheses in flight
+        while len(futures) < k:
+            futures.append(pool.submit(_synth_task, circuit, n, 900 + len(futures)))
+        futures.pop(0).result()
+
+    chain()  # warm
+    samples: dict[tuple[str, bool], list[float]] = {}
+    for _ in range(repeats):
+        for beside in (False, True):
+            stop, started, errors = threading.Event(), threading.Event(), []
+            thread = None
+            if beside:
+                thread = threading.Thread(target=_loop, args=(load, stop, started, errors), daemon=True)
+                thread.start()
+                started.wait()  # one synthesis of the load done: the others are running
+            try:
+                if errors:
+                    raise errors[0]
+                times = chain()
+            finally:
+                stop.set()
+                if thread is not None:
+                    thread.join()
+                for f in futures:
+                    f.result()
+                futures.clear()
+            if errors:
+                raise errors[0]
+            for stage, dt in times.items():
+                samples.setdefault((stage, beside), []).append(dt)
+    median = statistics.median
+    out = {s: (median(samples[(s, False)]), median(samples[(s, True)])) for s in PRESSURE_STAGES}
+    for s, (alone, beside) in out.items():
+        log(f"  {s}: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms beside {k} syntheses")
+    return out
 
 
 def _loop(

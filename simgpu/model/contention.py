@@ -42,6 +42,14 @@ and their bound fraction stretches by the slower of the two links.
 bursts: a job's bursts collide with the others' at random, whether or not the demands
 add up to more than the capacity, so there a job's factor is 1 + (L_r - own demand) / C_r.
 
+**Pressure.**  Busy cores slow each other well below saturation, like runners on one
+track: they share the chip's clock budget (its turbo falls as more cores run), its last
+cache and its memory controllers.  The ``pressure`` resource (capacity: the cores) is
+shared by the burst law: a stage's demand is the cores it keeps busy, its bound its
+sensitivity, so beside k other busy cores of C it takes 1 + bound * k / C times as long
+(Bubble-Up's pressure and sensitivity).  ``simgpu calibrate`` fits each bound from the
+stage timed alone and beside a load of syntheses.
+
 Speeds change only when a job starts or ends; between those instants every job's
 remaining work shrinks linearly, so the next completion is known exactly and one
 timeout per change suffices.

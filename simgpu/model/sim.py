@@ -28,6 +28,7 @@ from simgpu.model.interpreter import Buffers, run_stage
 from simgpu.model.primitives import Signal, SimLock, SimQueue, SimSemaphore
 from simgpu.profile import Profile, ResolvedPhase
 from simgpu.profile.resolve import StagePlan
+from simgpu.profile.schema import BURSTY_RESOURCES
 from simgpu.sched.base import RuntimeBase
 from simgpu.sched.daemon import Daemon
 from simgpu.sched.runtime import Proc
@@ -82,6 +83,7 @@ class SimRuntime(RuntimeBase):
             "cores": float(hw.cpu_cores),
             "gil": 1.0,
             "driver_rx": 1.0,
+            "pressure": float(hw.cpu_cores),
         }
         for d in range(config.devices):
             capacity[("gpu", d)] = 1.0
@@ -89,7 +91,7 @@ class SimRuntime(RuntimeBase):
         self.fluid = FluidShare(
             self.env,
             capacity,
-            bursty=frozenset({"gil"}),
+            bursty=frozenset(BURSTY_RESOURCES),
             through=hostmem.links(config.devices),
             thrash=hostmem.thrashing(profile, config.devices),
             conserved=hostmem.conserved(profile, config.devices),

@@ -47,9 +47,15 @@ STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
 MAX_CONSTRAINTS = 1 << 32
 #: Host resources: memory bandwidth (GB/s), cores, the driver process's interpreter lock
 #: (`gil`, capacity 1: a prover driven from Python runs its stages' Python parts one at a
-#: time, whichever thread they are on), and the driver's channel for results coming back
-#: from worker processes (`driver_rx`, capacity 1: one thread reads them all, in turn).
-HOST_RESOURCES = ("membw", "cores", "gil", "driver_rx")
+#: time, whichever thread they are on), the driver's channel for results coming back
+#: from worker processes (`driver_rx`, capacity 1: one thread reads them all, in turn),
+#: and the pressure busy cores put on each other below saturation (`pressure`, capacity
+#: the cores: a stage's demand is the cores it keeps busy, its bound how much the others'
+#: busy cores slow it; simgpu.model.contention, "Pressure").
+HOST_RESOURCES = ("membw", "cores", "gil", "driver_rx", "pressure")
+#: The host resources shared burst by burst (the fluid share's `bursty`): the others'
+#: load slows a job whether or not it adds up to the capacity.
+BURSTY_RESOURCES = ("gil", "pressure")
 DEVICE_RESOURCES = ("gpu", "h2d")
 
 # --------------------------------------------------------------------- stage specs
