@@ -11,8 +11,8 @@ from conftest import ROOT
 from typer.testing import CliRunner
 
 from simgpu.calibrate.build import trips_bound
-from simgpu.calibrate.fit import TIME_LAWS, fit_device_queue, stage_means, time_law, time_laws
-from simgpu.calibrate.measure import EPILOGUE_SAMPLES
+from simgpu.calibrate.fit import TIME_LAWS, fit_device_queue, fit_pressure, stage_means, time_law, time_laws
+from simgpu.calibrate.measure import EPILOGUE_SAMPLES, Contention
 from simgpu.calibrate.refit import refit_profile
 from simgpu.cli import app, main
 from simgpu.errors import UserError
@@ -181,6 +181,26 @@ def test_the_trips_bound_reads_the_channels_law_backwards():
     assert trips_bound(0.100, 0.400, 4) == pytest.approx(1.0)  # fully serialized
     assert trips_bound(0.100, 0.090, 4) == 0.0  # no slower together: nothing shared
     assert trips_bound(0.100, 0.900, 4) == 1.0  # slower than serial: clamped
+
+
+def test_the_pressure_fit_reads_the_burst_law_backwards():
+    """On 16 cores, beside 8 busy ones a stage takes 1 + b 8 / 16 as long: prep 100 ->
+    116 ms gives b = 0.32.  Synthesis 1.0 s alone, 1.175 s with 8 at once and 1.375 s with
+    16 (7 and 15 others busy) lies on b = 0.4; 32 at once (oversubscribed) is left to the
+    cores.  b_g2_msm keeps its threads' cores busy on the CPU, the driver's one on the GPU."""
+    c = Contention(
+        n=1 << 20,
+        cores=16,
+        membw_gbps=100.0,
+        synthesis={1: 1.0, 8: 1.175, 16: 1.375, 32: 2.75},
+        loaded={"prep": (0.100, 0.116), "b_g2_msm": (0.050, 0.050)},
+        pressure_load=8,
+    )
+    on_gpu = fit_pressure(c, b_g2_cores=1)
+    assert on_gpu["prep"]["pressure"] == {"demand": 1.0, "bound": pytest.approx(0.32)}
+    assert on_gpu["synthesis"]["pressure"]["bound"] == pytest.approx(0.4, abs=1e-4)
+    assert on_gpu["b_g2_msm"]["pressure"] == {"demand": 1.0, "bound": 0.0}
+    assert fit_pressure(c, b_g2_cores=8)["b_g2_msm"]["pressure"]["demand"] == 8.0
 
 
 def test_bad_size_ladders_are_user_errors(capsys):

@@ -133,7 +133,8 @@ def build_profile(
         # how the device shares its work between workers, as measured
         uses.update(fit_device_queue(contention.device_queue, float(hw["h2d_gbps"])))
     if contention:
-        for stage, extra in fit_pressure(contention, settings.b_g2_threads).items():
+        b_g2_cores = settings.b_g2_threads if settings.b_g2_on == "cpu" else 1
+        for stage, extra in fit_pressure(contention, b_g2_cores).items():
             uses[stage] = with_room(uses.get(stage, {}), extra)
 
     def cv(key: str) -> float:

@@ -104,9 +104,10 @@ def synthesis_pressure(c: Contention) -> float:
     return round(min(1.0, max(0.0, float(x @ y / (x @ x)))), 4)
 
 
-def fit_pressure(c: Contention, b_g2_threads: int) -> dict[str, dict[str, Inline]]:
+def fit_pressure(c: Contention, b_g2_cores: int) -> dict[str, dict[str, Inline]]:
     """Every measured stage's use of `pressure` (simgpu.model.contention, "Pressure"):
-    demand the cores it keeps busy (one; b_g2_msm on the CPU its threads), bound read from
+    demand the cores it keeps busy (one; b_g2_msm `b_g2_cores`: its threads on the CPU,
+    one, the driver's, where it runs on the device), bound read from
     the burst law backwards: beside k busy cores of C a stage takes 1 + b k / C times its
     time alone, so b = (beside / alone - 1) C / k.  Synthesis's from its k-at-once times."""
     out = {"synthesis": {"pressure": Inline(demand=1.0, bound=synthesis_pressure(c))}}
@@ -115,7 +116,7 @@ def fit_pressure(c: Contention, b_g2_threads: int) -> dict[str, dict[str, Inline
         if k <= 0 or alone <= 0:
             continue
         b = min(1.0, max(0.0, (beside / alone - 1) * c.cores / k))
-        demand = float(b_g2_threads) if stage == "b_g2_msm" else 1.0
+        demand = float(b_g2_cores) if stage == "b_g2_msm" else 1.0
         out[stage] = {"pressure": Inline(demand=demand, bound=round(b, 4))}
     return out
 
