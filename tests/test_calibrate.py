@@ -164,6 +164,8 @@ def test_calibrate_the_cpu_backend(tmp_path):
         "kernels_beside_kernel_load",
         "kernels_beside_copy_load",
         "prestage_beside_kernel_load",
+        "kernels_beside_one_prestage",
+        "one_prestage_alone",
     }
     assert all(alone > 0 and beside > 0 for alone, beside in queue.values())
     kernels_gpu = doc["stages"]["kernels"]["uses"]["gpu"]
@@ -231,6 +233,36 @@ def test_device_queue_fit_reads_the_fluid_shares_law_backwards():
     )
     assert "gpu" not in sep["prestage"] and sep["prestage"]["h2d"]["bound"] == 1.0
     assert fit_device_queue({}, 50.0) == {}
+
+
+def test_one_prestage_beside_the_kernels_gives_the_copies_demand():
+    """Worked by hand.  Kernels (bound 1: 2x beside kernels) take 40 ms alone and 60 ms
+    with a 30 ms prestage started with them: in those 30 ms they did 10 ms of work (the
+    last 30 ms of their 40 they did alone), so they ran at 1/3: 1 + 1 x demand = 3, the
+    copies' demand is 2, above the whole device (a continuous copy load, 18x, would have
+    said 17 and been clamped to 1).  b_g2_msm, 15 ms alone and 35 ms beside the 30 ms
+    prestage: 10 ms done in it, at 1/3: 1 + bound x 2 = 3, bound 1.  Wholly inside it
+    (25 ms against 15): 1 + bound x 2 = 25/15, bound 1/3.  Prestage beside kernels
+    1.06x: its bound 0.06 / 2 = 0.03."""
+    queue = {
+        "kernels beside kernel_load": (0.040, 0.080),
+        "kernels beside copy_load": (0.040, 0.72),
+        "prestage beside kernel_load": (0.030, 0.0318),
+        "b_g2_msm beside copy_load": (0.015, 0.27),
+        "kernels beside one_prestage": (0.040, 0.060),
+        "b_g2_msm beside one_prestage": (0.015, 0.035),
+        "one_prestage alone": (0.030, 0.030),
+    }
+    uses = fit_device_queue(queue, h2d_gbps=50.0)
+    assert uses["prestage"]["gpu"]["demand"] == pytest.approx(2.0)
+    assert uses["prestage"]["gpu"]["bound"] == pytest.approx(0.03)
+    assert uses["b_g2_msm"]["gpu"]["bound"] == 1.0
+    inside = fit_device_queue(queue | {"b_g2_msm beside one_prestage": (0.015, 0.025)}, 50.0)
+    assert inside["b_g2_msm"]["gpu"]["bound"] == pytest.approx(1 / 3, abs=1e-4)
+    # A prestage of 0.3 ms beside kernels of 164 ms (the CPU backend) hides in their
+    # noise: the continuous copy load's reading stands (clamped at 1).
+    short = queue | {"kernels beside one_prestage": (0.164, 0.170), "one_prestage alone": (0.0003, 0.0003)}
+    assert fit_device_queue(short, 50.0)["prestage"]["gpu"]["demand"] == 1.0
 
 
 def test_a_failing_device_load_is_reported_not_waited_for():

@@ -22,6 +22,7 @@ what it measured and says what is missing.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
@@ -400,6 +401,8 @@ QUEUE_PAIRS = (
     ("kernels", "copy_load"),
     ("prestage", "kernel_load"),
     ("b_g2_msm", "copy_load"),
+    ("kernels", "one_prestage"),
+    ("b_g2_msm", "one_prestage"),
 )
 
 
@@ -412,8 +415,11 @@ def measure_device_queue(
     freed at once).  How much each slows the other says how the device shares its work
     between workers: as one in-order queue (a driver whose workers all launch into one
     stream: everything serialises), or as copy engine beside compute (separate streams:
-    copies overlap kernels).  Fitted by simgpu.calibrate.fit.fit_device_queue.  b_g2_msm
-    is timed only where the settings put it on the device."""
+    copies overlap kernels).  And the kernels and b_g2_msm beside `one_prestage`: one
+    prestage of another partition started with them, as the next worker's in a pipeline
+    (reported with "one_prestage alone", that prestage's own time).  Fitted by
+    simgpu.calibrate.fit.fit_device_queue.  b_g2_msm is timed only where the settings put
+    it on the device."""
     from simgpu.prover import groth16
     from simgpu.sched.work import Partition, Proof
 
@@ -453,9 +459,56 @@ def measure_device_queue(
         ex.run_stage("b_g2_msm", part, 0, {})
         return {"b_g2_msm": time.perf_counter() - t}
 
+    def beside_one_prestage(fn: Callable[[], None], i: int) -> tuple[float, float]:
+        """fn timed while another worker's prestage, started with it, uploads a fresh
+        partition: (fn's seconds, the prestage's)."""
+        side = fresh(100 + i)
+        start = threading.Barrier(2)
+        got: dict[str, Any] = {}
+
+        def upload() -> None:
+            try:
+                start.wait()
+                t = time.perf_counter()
+                got["buffers"] = ex.run_stage("prestage", side, 0, {})
+                got["seconds"] = time.perf_counter() - t
+            except BaseException as e:
+                got["error"] = e
+                start.abort()
+
+        thread = threading.Thread(target=upload, name="one_prestage", daemon=True)
+        thread.start()
+        try:
+            start.wait()
+            t = time.perf_counter()
+            fn()
+            dt = time.perf_counter() - t
+        finally:
+            thread.join()
+            if "buffers" in got:
+                got["buffers"].free()
+            side.host.free()
+        if "error" in got:
+            raise got["error"]
+        return dt, got["seconds"]
+
     on_device = ex.settings.b_g2_on == "gpu"
     sums: dict[tuple[str, str], list[float]] = {}
     for rep in range(repeats):
+        # the kernels and b_g2_msm each beside one prestage started with them
+        part = fresh(50 + rep)
+        buffers = ex.run_stage("prestage", part, 0, {})
+        try:
+            kernels = functools.partial(ex.run_stage, "kernels", part, 0, {"buffers": buffers})
+            dt, _ = beside_one_prestage(kernels, 2 * rep)
+        finally:
+            buffers.free()
+        sums.setdefault(("kernels", "one_prestage"), []).append(dt)
+        if on_device:
+            b_g2 = functools.partial(ex.run_stage, "b_g2_msm", part, 0, {})
+            dt, _ = beside_one_prestage(b_g2, 2 * rep + 1)
+            sums.setdefault(("b_g2_msm", "one_prestage"), []).append(dt)
+        part.host.free()
         for i, load in enumerate((None, "kernel_load", "copy_load")):
             stop, started, errors = threading.Event(), threading.Event(), []
 
@@ -489,6 +542,10 @@ def measure_device_queue(
             alone = statistics.median(sums[(stage, "alone")])
             beside = statistics.median(sums[(stage, load)])
             out[f"{stage} beside {load}"] = (alone, beside)
-            what = load.replace("_", " ")
-            log(f"  {stage}: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms beside a {what}")
+            what = "prestage started with it" if load == "one_prestage" else "a " + load.replace("_", " ")
+            log(f"  {stage}: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms beside {what}")
+    if ("kernels", "one_prestage") in sums:
+        # the prestage beside which they ran, alone (a copy is barely slowed by them)
+        prestage = statistics.median(sums[("prestage", "alone")])
+        out["one_prestage alone"] = (prestage, prestage)
     return out
