@@ -165,7 +165,7 @@ def test_calibrate_the_cpu_backend(tmp_path):
         "kernels_beside_copy_load",
         "prestage_beside_kernel_load",
         "kernels_beside_one_prestage",
-        "one_prestage_alone",
+        "one_prestage",
     }
     assert all(alone > 0 and beside > 0 for alone, beside in queue.values())
     kernels_gpu = doc["stages"]["kernels"]["uses"]["gpu"]
@@ -251,7 +251,7 @@ def test_one_prestage_beside_the_kernels_gives_the_copies_demand():
         "b_g2_msm beside copy_load": (0.015, 0.27),
         "kernels beside one_prestage": (0.040, 0.060),
         "b_g2_msm beside one_prestage": (0.015, 0.035),
-        "one_prestage alone": (0.030, 0.030),
+        "one_prestage": (0.029, 0.030),
     }
     uses = fit_device_queue(queue, h2d_gbps=50.0)
     assert uses["prestage"]["gpu"]["demand"] == pytest.approx(2.0)
@@ -261,7 +261,7 @@ def test_one_prestage_beside_the_kernels_gives_the_copies_demand():
     assert inside["b_g2_msm"]["gpu"]["bound"] == pytest.approx(1 / 3, abs=1e-4)
     # A prestage of 0.3 ms beside kernels of 164 ms (the CPU backend) hides in their
     # noise: the continuous copy load's reading stands (clamped at 1).
-    short = queue | {"kernels beside one_prestage": (0.164, 0.170), "one_prestage alone": (0.0003, 0.0003)}
+    short = queue | {"kernels beside one_prestage": (0.164, 0.170), "one_prestage": (0.0003, 0.0003)}
     assert fit_device_queue(short, 50.0)["prestage"]["gpu"]["demand"] == 1.0
 
 

@@ -271,9 +271,9 @@ def driver_rx_bound(runs: list[SizeRun]) -> float | Inline:
         return None
 
     found = [share(r) for r in runs]
-    if any(x is None for x in found):
+    shares = [x for x in found if x is not None]
+    if len(shares) < len(runs):
         return 1.0
-    shares = [float(x) for x in found if x is not None]
     if len(runs) == 1:
         return shares[0]
     return Inline(points=[[r.constraints, s] for r, s in zip(runs, shares, strict=True)])

@@ -191,7 +191,7 @@ def fit_device_queue(queue: dict[str, tuple[float, float]], h2d_gbps: float) -> 
     bound_k = _clamp(s_kk - 1)
     demand_p = _clamp((s_kc - 1) / bound_k) if bound_k > 0 else 0.0
     once = queue.get("kernels beside one_prestage")
-    other = (queue.get("one_prestage alone") or (0.0, 0.0))[0]
+    other = (queue.get("one_prestage") or (0.0, 0.0))[1]  # how long the prestage ran beside them
     if once is not None and bound_k > 0 and _informative(*once, other):
         # one prestage started with the kernels: what a pipeline has, where a continuous
         # copy load measures starvation; its demand may pass 1 (the copies go first)

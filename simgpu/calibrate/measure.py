@@ -71,14 +71,6 @@ class SizeRun:
         self.seconds.setdefault(key, []).append(seconds)
 
 
-def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[Any, float]:
-    sync()
-    t = time.perf_counter()
-    out = fn()
-    sync()
-    return out, time.perf_counter() - t
-
-
 def serialized_share(transfer: float, pickling: float) -> float:
     """The part of a result's trip that the driver's one result thread serializes: all of
     it but the worker's pickling (which every worker does for itself, at once)."""
@@ -176,8 +168,6 @@ def measure_trips(ex: Any, n: int, k: int, repeats: int) -> tuple[list[float], l
     it on the calling thread), alone and with k handed back at once from k threads:
     (trips alone, each trip of the k together), `repeats` rounds of each.  How much the
     trips slow each other is what the driver serializes of them (driver_rx_bound)."""
-    import threading
-
     from simgpu.prover import handoff
     from simgpu.sched.work import Partition, Proof
 
@@ -417,7 +407,7 @@ def measure_device_queue(
     stream: everything serialises), or as copy engine beside compute (separate streams:
     copies overlap kernels).  And the kernels and b_g2_msm beside `one_prestage`: one
     prestage of another partition started with them, as the next worker's in a pipeline
-    (reported with "one_prestage alone", that prestage's own time).  Fitted by
+    (reported with "one_prestage": that prestage alone, and as long as it lasted there).  Fitted by
     simgpu.calibrate.fit.fit_device_queue.  b_g2_msm is timed only where the settings put
     it on the device."""
     from simgpu.prover import groth16
@@ -500,14 +490,16 @@ def measure_device_queue(
         buffers = ex.run_stage("prestage", part, 0, {})
         try:
             kernels = functools.partial(ex.run_stage, "kernels", part, 0, {"buffers": buffers})
-            dt, _ = beside_one_prestage(kernels, 2 * rep)
+            dt, up = beside_one_prestage(kernels, 2 * rep)
         finally:
             buffers.free()
         sums.setdefault(("kernels", "one_prestage"), []).append(dt)
+        sums.setdefault(("one_prestage", "beside"), []).append(up)
         if on_device:
             b_g2 = functools.partial(ex.run_stage, "b_g2_msm", part, 0, {})
-            dt, _ = beside_one_prestage(b_g2, 2 * rep + 1)
+            dt, up = beside_one_prestage(b_g2, 2 * rep + 1)
             sums.setdefault(("b_g2_msm", "one_prestage"), []).append(dt)
+            sums.setdefault(("one_prestage", "beside"), []).append(up)
         part.host.free()
         for i, load in enumerate((None, "kernel_load", "copy_load")):
             stop, started, errors = threading.Event(), threading.Event(), []
@@ -544,8 +536,8 @@ def measure_device_queue(
             out[f"{stage} beside {load}"] = (alone, beside)
             what = "prestage started with it" if load == "one_prestage" else "a " + load.replace("_", " ")
             log(f"  {stage}: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms beside {what}")
-    if ("kernels", "one_prestage") in sums:
-        # the prestage beside which they ran, alone (a copy is barely slowed by them)
-        prestage = statistics.median(sums[("prestage", "alone")])
-        out["one_prestage alone"] = (prestage, prestage)
+    if ("one_prestage", "beside") in sums:
+        # the prestage they ran beside: alone, and as long as it lasted beside them
+        alone = statistics.median(sums[("prestage", "alone")])
+        out["one_prestage"] = (alone, statistics.median(sums[("one_prestage", "beside")]))
     return out
