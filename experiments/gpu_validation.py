@@ -153,6 +153,7 @@ def measure(args: argparse.Namespace) -> None:
             for (label, _, design, gw, j, _), repeat in members:
                 cfg = config_of(args, gw, j, cap)
                 ex.verified.clear()
+                flushes = _flushes(ex)
                 t = time.perf_counter()
                 result = RealRuntime(ex, cfg, wl, seed=repeat).run(resolve_design(design).fn)
                 ok = ex.verified
@@ -178,6 +179,8 @@ def measure(args: argparse.Namespace) -> None:
                         "concurrency": j,
                         "vram_cap": cap,
                         "measured": doc,
+                        # the pool's cache given back under memory pressure (CupyDevice.flush)
+                        "pool_flushes": _flushes(ex) - flushes,
                     }
                 )
                 print(
@@ -185,12 +188,18 @@ def measure(args: argparse.Namespace) -> None:
                     f"{doc['throughput_s_per_proof'] or 0:.3f} s/proof, "
                     f"busy {doc['devices'][0]['busy_frac']:.2f}, "
                     f"OOM {bool(doc['oom_events'])}, verified {verification['proofs_verified']}, "
+                    f"flushes {out[-1]['pool_flushes']}, "
                     f"{time.perf_counter() - t:.1f} s",
                     flush=True,
                 )
                 Path(args.json).write_text(json.dumps(out, indent=1, default=float))
         finally:
             ex.close()
+
+
+def _flushes(ex: Any) -> int:
+    """Cache flushes so far on the executor's devices (0 where the backend has no pool)."""
+    return sum(getattr(b, "flushes", 0) for b in ex.backends)
 
 
 class _Outcome:

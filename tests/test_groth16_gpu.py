@@ -184,6 +184,43 @@ def test_vram_cap_raises_vram_exhausted_and_leaks_nothing(key_dir: Path) -> None
     assert verify(vk, synth.public_inputs, prove(pk, synth, backend, threads=THREADS))
 
 
+def test_a_capped_pool_gives_its_cache_back_only_when_short(key_dir: Path) -> None:
+    """Under a cap with room to spare, proving never flushes the pool's cache (each
+    flush waits for the whole device).  When the cache holds only blocks too small for
+    the NTT's tables, compute_h still runs: the tables are built in a call that
+    flushes once and repeats, not inside the in-place transform."""
+    from simgpu.gpu import ntt
+
+    pk, vk = keys_for(16, key_dir)
+    backend = cupy_backend(stream_batch=1 << 14)
+    prove(pk, synthesize(pk.spec, 1), backend, threads=THREADS)  # warm caches
+    try:
+        backend.set_vram_limit(2 * backend.pool.total_bytes() + (64 << 20))
+        before = backend.flushes
+        synth = synthesize(pk.spec, 2)
+        assert verify(vk, synth.public_inputs, prove(pk, synth, backend, threads=THREADS))
+        assert backend.flushes == before
+        prepared = prep(synthesize(pk.spec, 3), pk)
+        with prestage(prepared, backend) as buffers:
+            ntt.clear_caches()
+            backend.flush()
+            # every byte the cap leaves, in blocks of 256 KiB that are each their own
+            # cudaMalloc, so that freed they cannot merge into the 1 MiB twiddle table
+            small = 1 << 16  # uint32s
+            fillers = []
+            while backend._free_now() >= 4 * small:
+                fillers.append(backend.alloc("filler", (small,), np.uint32))
+            for f in fillers:
+                backend.free(f)
+            del fillers
+            assert backend.pool.free_bytes() > (1 << 20) > backend._free_now()
+            out = kernels(prepared, pk, backend, buffers)
+        assert backend.flushes == before + 2  # the one above, and the tables'
+        assert out is not None
+    finally:
+        backend.set_vram_limit(None)
+
+
 def test_setup_on_gpu_matches_setup_on_cpu() -> None:
     spec = CircuitSpec(log_constraints=8, public_inputs=2, seed=5)
     gpu_pk, gpu_vk = setup(spec, seed=3, backend=cupy_backend())

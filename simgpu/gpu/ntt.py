@@ -508,6 +508,21 @@ def compute_h(a: Any, b: Any, c: Any) -> None:
     _t_compute_h(be, t, va, vb, vc, log_n)
 
 
+@gpu.oom_guarded
+def prepare_h(a: Any) -> None:
+    """Build every table compute_h(a, ...) reads, so that compute_h itself allocates
+    only its few pointer arrays.  Unlike compute_h this is a pure function of the size:
+    a caller short of memory can free what it caches and call it again."""
+    _, log_n = _vectors(a)
+    _, t = _backend()
+    t.twiddles(log_n)
+    t.const("r2", log_n)
+    t.const("zinv", log_n)
+    t.const("raw_one", log_n)
+    t.power_scale("coset_h", log_n, bitrev=True)
+    t.power_scale("coset_inv", log_n, bitrev=True)
+
+
 def ntt_multiplies(n: int) -> int:
     """Fr multiplications a radix-2 NTT of size n cannot avoid: (n/2) log2 n."""
     return (n // 2) * int(math.log2(n)) if n > 1 else 0

@@ -67,6 +67,8 @@ class CupyDevice:
         self._resident: dict[tuple[str, str], DeviceBuffer] = {}
         self._cache_lock = threading.Lock()  # GPU workers of one device share the caches
         self.live = LiveBuffers()
+        #: cache flushes under memory pressure since this device was made (see flush)
+        self.flushes = 0
 
     # --- memory -----------------------------------------------------------------------
     def _exhausted(self, name: str, err: BaseException, free: int) -> VramExhausted:
@@ -106,7 +108,7 @@ class CupyDevice:
                 return fn()
             except oom as e:
                 traceback.clear_frames(e.__traceback__)
-            self.pool.free_all_blocks()
+            self.flush()
         try:
             return fn()
         except oom as e:
@@ -115,6 +117,15 @@ class CupyDevice:
             err = self._exhausted(name, e, free)
         # Raised outside the except block: no traceback keeps the failed call's arrays alive.
         raise err
+
+    def flush(self) -> None:
+        """Give the pool's cache of freed blocks back to the driver.  Each cudaFree waits
+        for the whole device, every worker's queued kernels included, and what is then
+        allocated again is a fresh cudaMalloc: under a cap this is the cost of running
+        short.  `flushes` counts them, for the run's record."""
+        self.pool.free_all_blocks()
+        with self._cache_lock:
+            self.flushes += 1
 
     def alloc(self, name: str, shape: tuple[int, ...], dtype: Any = np.uint32) -> DeviceBuffer:
         cp = self.cp
@@ -182,10 +193,12 @@ class CupyDevice:
         from simgpu.gpu import ntt
 
         with self.cp.cuda.Device(self.device):
-            if self._vram_limit is not None:
-                # Under a cap, give the pool's cache back first: compute_h cannot be
-                # retried (it works in place), so a cached block must not fail it.
-                self.pool.free_all_blocks()
+            # compute_h works in place and cannot be repeated, so what it could fail to
+            # allocate (its tables) is built first, in a call that can.  What is left
+            # are pointer arrays of a few bytes, which the pool carves from any cached
+            # block.  Giving the cache back before every call instead cost a device-wide
+            # synchronisation per partition under a cap (see flush).
+            self._guarded("ntt_tables", lambda: ntt.prepare_h(a))
             self._guarded("ntt_scratch", lambda: ntt.compute_h(a, b, c), retry=False)
 
     def msm(self, bases: Any, scalars: Any, name: str) -> G1Point:
