@@ -496,8 +496,8 @@ def measure_device_queue(
         sums.setdefault(("kernels", "one_prestage"), []).append(dt)
         sums.setdefault(("one_prestage", "beside"), []).append(up)
         if on_device:
-            b_g2 = functools.partial(ex.run_stage, "b_g2_msm", part, 0, {})
-            dt, up = beside_one_prestage(b_g2, 2 * rep + 1)
+            g2_call = functools.partial(ex.run_stage, "b_g2_msm", part, 0, {})
+            dt, up = beside_one_prestage(g2_call, 2 * rep + 1)
             sums.setdefault(("b_g2_msm", "one_prestage"), []).append(dt)
             sums.setdefault(("one_prestage", "beside"), []).append(up)
         part.host.free()
