@@ -224,3 +224,19 @@ def test_busy_cores_press_on_each_other_below_saturation():
             if r.event == "stage_end" and r.fields["stage"] == "synthesis"
         ]
         assert got == pytest.approx([want, want]), workers
+
+
+def test_pressure_scales_a_gpu_bound_job_instead_of_taking_a_share_of_it():
+    """Two launch loops wholly bound to one GPU (bound 1 each), each also 0.5 sensitive to
+    busy cores, beside a load keeping 8 of 16 cores busy: the GPU halves their speed and
+    the pressure slows what is left by 1 + 0.5 * (8 + 1) / 16 (the others: the load and
+    the other loop's core), so each 1 s takes 2 * 1.28125 s.  Were the sensitivity a
+    share of the time, it would have had to squeeze the GPU's bound to 0.5."""
+    cap = {("gpu", 0): 1.0, "pressure": 16.0}
+    loop = (("gpu", 0), 1.0, 1.0), ("pressure", 1.0, 0.5)
+    load = (("pressure", 8.0, 0.0),)
+    laws = dict(bursty={"pressure"}, scaling=frozenset({"pressure"}))
+    got = finish_times([(0, 1.0, loop), (0, 1.0, loop), (0, 10.0, load)], cap, **laws)
+    assert got[:2] == pytest.approx([2 * 1.28125] * 2)
+    alone = finish_times([(0, 1.0, loop)], cap, **laws)
+    assert alone == pytest.approx([1.0])

@@ -188,7 +188,8 @@ def test_a_capped_pool_gives_its_cache_back_only_when_short(key_dir: Path) -> No
     """Under a cap with room to spare, proving never flushes the pool's cache (each
     flush waits for the whole device).  When the cache holds only blocks too small for
     the NTT's tables, compute_h still runs: the tables are built in a call that
-    flushes once and repeats, not inside the in-place transform."""
+    flushes once and repeats, not inside the in-place transform, and its sums are the
+    CPU backend's."""
     from simgpu.gpu import ntt
 
     pk, vk = keys_for(16, key_dir)
@@ -214,9 +215,12 @@ def test_a_capped_pool_gives_its_cache_back_only_when_short(key_dir: Path) -> No
                 backend.free(f)
             del fillers
             assert backend.pool.free_bytes() > (1 << 20) > backend._free_now()
-            out = kernels(prepared, pk, backend, buffers)
-        assert backend.flushes == before + 2  # the one above, and the tables'
-        assert out is not None
+            got = kernels(prepared, pk, backend, buffers)
+        # ours above, and one for the tables where CuPy's pool, at its limit, did not
+        # give its cache back itself first (it does, in CuPy 14): not counted here
+        assert backend.flushes in (before + 1, before + 2)
+        want = kernels(prep(synthesize(pk.spec, 3), pk), pk, CpuDevice(stream_batch=1 << 14))
+        assert (got.h, got.l, got.a, got.b1) == (want.h, want.l, want.a, want.b1)
     finally:
         backend.set_vram_limit(None)
 

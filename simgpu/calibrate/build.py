@@ -120,22 +120,7 @@ def build_profile(
     errors["vram_resident"] = resident.max_rel_error
     hw = _hardware_facts(runs, contention.membw_gbps if contention else None, h2d)
     hw["vram_resident"] = resident.law_table()
-    uses: dict[str, dict[str, Inline]] = {"kernels": {"gpu": Inline(demand=1.0, bound=1.0)}}
-    uses["prestage"] = {"h2d": Inline(demand=float(hw["h2d_gbps"]), bound=1.0)}
-    if contention:
-        uses["synthesis"] = fit_synthesis_contention(contention)
-        uses["prep"] = {"cores": Inline(demand=1.0, bound=1.0)}  # compiled loops: a core's work
-        uses["b_g2_msm"] = {"cores": Inline(demand=float(settings.b_g2_threads), bound=1.0)}
-    if settings.b_g2_on == "gpu":
-        # bellperson's choice: the G2 MSM is the device's work, beside the next kernels
-        uses["b_g2_msm"] = {"gpu": Inline(demand=1.0, bound=1.0)}
-    if contention and contention.device_queue:
-        # how the device shares its work between workers, as measured
-        uses.update(fit_device_queue(contention.device_queue, float(hw["h2d_gbps"])))
-    if contention:
-        b_g2_cores = settings.b_g2_threads if settings.b_g2_on == "cpu" else 1
-        for stage, extra in fit_pressure(contention, b_g2_cores).items():
-            uses[stage] = with_room(uses.get(stage, {}), extra)
+    uses = stage_uses(contention, float(hw["h2d_gbps"]), settings.b_g2_on, settings.b_g2_threads)
 
     def cv(key: str) -> float:
         vals = [
@@ -200,6 +185,7 @@ def build_profile(
                 k.replace(".", "_").replace(" ", "_"): round(v, 4) for k, v in errors.items()
             },
             "measurements": measurements,
+            **({"contention": contention_record(contention)} if contention else {}),
             **(
                 {
                     "device_queue": {
@@ -225,15 +211,40 @@ def build_profile(
     return doc, errors
 
 
-def with_room(uses: dict[str, Inline], extra: dict[str, Inline]) -> dict[str, Inline]:
-    """A stage's uses with `extra` added, the others' bounds scaled down where together
-    they would bind more than the stage's whole time (the extra bound is measured beside a
-    load the others' were not)."""
-    bound = sum(float(u["bound"]) for u in extra.values())
-    rest = sum(float(u["bound"]) for u in uses.values())
-    scale = min(1.0, (1.0 - bound) / rest) if rest > 0 else 1.0
-    out = {r: Inline(demand=u["demand"], bound=round(float(u["bound"]) * scale, 4)) for r, u in uses.items()}
-    return out | extra
+def stage_uses(
+    contention: Contention | None, h2d_gbps: float, b_g2_on: str, b_g2_threads: int
+) -> dict[str, dict[str, Inline]]:
+    """Every stage's uses of the shared resources, fitted from what calibrate measured
+    beside loads (the one place they are fitted: calibrate and refit_uses call it)."""
+    uses: dict[str, dict[str, Inline]] = {"kernels": {"gpu": Inline(demand=1.0, bound=1.0)}}
+    uses["prestage"] = {"h2d": Inline(demand=h2d_gbps, bound=1.0)}
+    if contention:
+        uses["synthesis"] = fit_synthesis_contention(contention)
+        uses["prep"] = {"cores": Inline(demand=1.0, bound=1.0)}  # compiled loops: a core's work
+        uses["b_g2_msm"] = {"cores": Inline(demand=float(b_g2_threads), bound=1.0)}
+    if b_g2_on == "gpu":
+        # bellperson's choice: the G2 MSM is the device's work, beside the next kernels
+        uses["b_g2_msm"] = {"gpu": Inline(demand=1.0, bound=1.0)}
+    if contention and contention.device_queue:
+        # how the device shares its work between workers, as measured
+        uses.update(fit_device_queue(contention.device_queue, h2d_gbps))
+    if contention:
+        b_g2_cores = b_g2_threads if b_g2_on == "cpu" else 1
+        for stage, extra in fit_pressure(contention, b_g2_cores).items():
+            # a sensitivity beside the stage's shares, not one of them (SCALING_RESOURCES)
+            uses[stage] = uses.get(stage, {}) | extra
+    return uses
+
+
+def contention_record(c: Contention) -> dict[str, Any]:
+    """What the profile keeps of the contention runs besides the pairs it stores apart
+    (device_queue, pressure), so that refit_uses can fit the uses again."""
+    return {
+        "constraints": c.n,
+        "cores": c.cores,
+        "membw_gbps": round(c.membw_gbps, 2),
+        "synthesis_at_once": {str(k): round(v, 6) for k, v in sorted(c.synthesis.items())},
+    }
 
 
 def trips_bound(alone: float, together: float, k: int) -> float:

@@ -55,9 +55,9 @@ from simgpu.calibrate.refit import _inline_laws
 from simgpu.config import PipelineConfig, Workload, load_toml, read_config_table
 from simgpu.errors import UserError
 from simgpu.model import hostmem
-from simgpu.model.contention import Thrash, job_stretch, resource_factor
+from simgpu.model.contention import Thrash, free_fraction, job_stretch, resource_factor
 from simgpu.profile import Law, PointsLaw, Profile, find_profile, load_profile, profile_from_dict
-from simgpu.profile.schema import BURSTY_RESOURCES, uses_at
+from simgpu.profile.schema import BURSTY_RESOURCES, SCALING_RESOURCES, uses_at
 from simgpu.profile.tomlwrite import Inline, dumps
 
 #: Fewest samples a stage's time and noise are fitted from.
@@ -749,8 +749,8 @@ class Timeline:
             for r, cap in sh.capacity.items()
             if r not in sh.bursty
         }
-        free = 1.0 - sum(b for _, _, b in mine)
-        return job_stretch(free, mine, factor, load, sh.capacity, sh.bursty, sh.through)
+        free = free_fraction(mine, SCALING_RESOURCES)
+        return job_stretch(free, mine, factor, load, sh.capacity, sh.bursty, sh.through, SCALING_RESOURCES)
 
     def stretches(self, table: dict[Key, float], comps: Iterable[int] | None = None) -> np.ndarray:
         """`stretch` of every composition (or of `comps`; the others left at 1).  A fit

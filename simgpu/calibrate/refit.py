@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from simgpu.calibrate.fit import phase_key, stage_means, time_law, time_laws
+from simgpu.calibrate.measure import Contention
 from simgpu.errors import UserError
 from simgpu.profile.tomlwrite import Inline, dumps
 
@@ -35,6 +36,43 @@ def refit_times(doc: dict[str, Any], max_size: int | None = None) -> dict[str, f
     return errors
 
 
+def contention_of(doc: dict[str, Any]) -> Contention:
+    """The contention runs a calibrated profile stores ([calibration.contention],
+    .device_queue, .pressure), as calibrate measured them."""
+    cal = doc.get("calibration", {})
+    rec = cal.get("contention")
+    if rec is None:
+        raise UserError("the profile has no [calibration.contention]: no contention runs to refit from")
+    pressure = dict(cal.get("pressure", {}))
+    load = int(pressure.pop("syntheses_beside", 0))
+    return Contention(
+        n=int(rec["constraints"]),
+        cores=int(rec["cores"]),
+        membw_gbps=float(rec["membw_gbps"]),
+        synthesis={int(k): float(v) for k, v in rec["synthesis_at_once"].items()},
+        loaded={s: (float(a), float(b)) for s, (a, b) in pressure.items()},
+        device_queue={
+            k.replace("_beside_", " beside "): (float(a), float(b))
+            for k, (a, b) in cal.get("device_queue", {}).items()
+        },
+        pressure_load=load,
+    )
+
+
+def refit_uses(doc: dict[str, Any]) -> None:
+    """Fit every stage's uses of the shared resources again from the contention runs
+    the profile stores (simgpu.calibrate.build.stage_uses), in place: what a profile
+    calibrated before a change of the fits would have said with the fits of now."""
+    from simgpu.calibrate.build import stage_uses
+
+    cal = doc["calibration"]
+    h2d = float(doc["hardware"]["h2d_gbps"])
+    uses = stage_uses(contention_of(doc), h2d, cal["b_g2_on"], int(cal["b_g2_threads"]))
+    for stage, u in uses.items():
+        if stage in doc["stages"]:
+            doc["stages"][stage]["uses"] = {r: dict(v) for r, v in u.items()}
+
+
 def _inline_laws(doc: Any, key: str = "") -> Any:
     """A profile read back from TOML, with laws and resource uses marked inline again."""
     if isinstance(doc, dict):
@@ -46,9 +84,10 @@ def _inline_laws(doc: Any, key: str = "") -> Any:
     return doc
 
 
-def refit_profile(src: Path, out: Path, max_size: int | None = None) -> dict[str, float]:
+def refit_profile(src: Path, out: Path, max_size: int | None = None, uses: bool = False) -> dict[str, float]:
     """Refit the stage times of the calibrated profile `src` from its stored
-    measurements (sizes <= max_size if given) and write it to `out`."""
+    measurements (sizes <= max_size if given), and with `uses` the stages' uses of the
+    shared resources (refit_uses), and write it to `out`."""
     import tomllib
 
     try:
@@ -58,12 +97,15 @@ def refit_profile(src: Path, out: Path, max_size: int | None = None) -> dict[str
     if "measurements" not in doc.get("calibration", {}):
         raise UserError(f"{src} has no [calibration.measurements]: it was not written by calibrate")
     errors = refit_times(doc, max_size)
+    if uses:
+        refit_uses(doc)
     cal = doc["calibration"]
     cal["refit_max_size"] = max_size or max(r["constraints"] for r in cal["measurements"].values())
     cal["fit_max_rel_error"].update({k: round(v, 4) for k, v in errors.items()})
     refit_note = "Stage times refitted from the stored measurements"
     header = profile_header(src.read_text(), drop=refit_note)
-    header += f"\n{refit_note} (sizes <= {cal['refit_max_size']})."
+    header += f"\n{refit_note} (sizes <= {cal['refit_max_size']})"
+    header += ", and the uses from the contention runs, with the fits of now." if uses else "."
     out.write_text(dumps(_inline_laws(doc), header))
     return errors
 

@@ -44,11 +44,14 @@ add up to more than the capacity, so there a job's factor is 1 + (L_r - own dema
 
 **Pressure.**  Busy cores slow each other well below saturation, like runners on one
 track: they share the chip's clock budget (its turbo falls as more cores run), its last
-cache and its memory controllers.  The ``pressure`` resource (capacity: the cores) is
-shared by the burst law: a stage's demand is the cores it keeps busy, its bound its
-sensitivity, so beside k other busy cores of C it takes 1 + bound * k / C times as long
-(Bubble-Up's pressure and sensitivity).  ``simgpu calibrate`` fits each bound from the
-stage timed alone and beside a load of syntheses.
+cache and its memory controllers.  The ``pressure`` resource (capacity: the cores) is a
+*scaling* one: a stage's demand is the cores it keeps busy, its bound its sensitivity,
+and beside k other busy cores of C its whole time, whatever else stretches it, takes
+1 + bound * k / C times as long (Bubble-Up's pressure and sensitivity).  The
+sensitivity is not a share of the stage's time: a launch loop wholly bound to the GPU
+is slowed by busy cores too, so it multiplies the stretch rather than taking part of
+the fractions' budget.  ``simgpu calibrate`` fits each bound from the stage timed alone
+and beside a load of syntheses.
 
 Speeds change only when a job starts or ends; between those instants every job's
 remaining work shrinks linearly, so the next completion is known exactly and one
@@ -63,7 +66,7 @@ bandwidth bounded progress".
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import simpy
 
@@ -93,11 +96,14 @@ class Job:
     work: float
     uses: tuple[tuple[Hashable, float, float], ...]  # (resource, demand, bound)
     done: simpy.Event
+    free_frac: float  # 1 less its bounds on the resources that share its time
     rate: float = 0.0  # until the fluid share rates it (at the end of its instant)
-    free_frac: float = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.free_frac = 1.0 - sum(b for _, _, b in self.uses)
+
+def free_fraction(uses: Iterable[tuple[Hashable, float, float]], scaling: Collection[Hashable]) -> float:
+    """The share of a job's unloaded time no resource limits: 1 less its bounds, those
+    on scaling resources (sensitivities, not shares) left out."""
+    return 1.0 - sum(b for r, _, b in uses if r not in scaling)
 
 
 def shared_factor(draws: list[tuple[float, float]], capacity: float) -> float:
@@ -162,15 +168,21 @@ def job_stretch(
     capacity: Mapping[Hashable, float],
     bursty: Collection[Hashable] = frozenset(),
     through: Mapping[Hashable, Hashable] | None = None,
+    scaling: Collection[Hashable] = frozenset(),
 ) -> float:
     """How much longer than unloaded a job with `uses` ((resource, demand, bound)) and
-    `free_frac` (1 less its bounds) takes while the resources stretch by `factor` (from
+    `free_frac` (`free_fraction`) takes while the resources stretch by `factor` (from
     `resource_factor`) under `load`: free_frac + sum bound * factor, a bound on a link
     stretched by the slower of the link and the resource behind it (`through`), a bound on
-    a bursty resource by 1 + (the others' load) / capacity.  Its speed is 1 / this."""
+    a bursty resource by 1 + (the others' load) / capacity; the whole times
+    1 + bound * (the others' load) / capacity for each scaling resource.  Its speed is
+    1 / this."""
     stretch = free_frac
+    scale = 1.0
     for res, demand, bound in uses:
-        if res in bursty:
+        if res in scaling:
+            scale *= 1.0 + bound * max(0.0, load[res] - demand) / capacity[res]
+        elif res in bursty:
             stretch += bound * (1.0 + max(0.0, load[res] - demand) / capacity[res])
         else:
             f = factor[res]
@@ -178,7 +190,7 @@ def job_stretch(
             if other is not None and factor[other] > f:
                 f = factor[other]
             stretch += bound * f
-    return stretch
+    return stretch * scale
 
 
 class FluidShare:
@@ -192,6 +204,7 @@ class FluidShare:
         through: Mapping[Hashable, Hashable] | None = None,
         thrash: Mapping[Hashable, Thrash] | None = None,
         conserved: frozenset[Hashable] = frozenset(),
+        scaling: frozenset[Hashable] = frozenset(),
     ) -> None:
         self.env = env
         self.capacity = dict(capacity)
@@ -199,6 +212,7 @@ class FluidShare:
         self.through = dict(through or {})  # resource -> the resource its bytes also cross
         self.thrash = {r: t for r, t in (thrash or {}).items() if t.loss > 0}
         self.conserved = conserved  # resources shared by the conserved law
+        self.scaling = scaling  # sensitivities that scale a job's whole time (pressure)
         for res, other in self.through.items():
             if res not in self.capacity or other not in self.capacity:
                 raise KeyError(f"through: unknown resource {res!r} or {other!r}")
@@ -230,7 +244,7 @@ class FluidShare:
             if res not in self.capacity:
                 raise KeyError(f"unknown resource {res!r}")
         self._advance()
-        job = Job(work, uses, done)
+        job = Job(work, uses, done, free_fraction(uses, self.scaling))
         self.active.append(job)
         self._add_load(job, 1.0)
         self._changed()
@@ -306,8 +320,9 @@ class FluidShare:
         factor = dict.fromkeys(self.load, 1.0)
         over = {}
         bursty = self.bursty
+        scaling = self.scaling
         for r, lr in self.load.items():
-            if r in bursty:
+            if r in bursty or r in scaling:
                 continue
             t = thrash.get(r)
             if t is None and lr <= cap[r] * (1 + 1e-12):
@@ -326,9 +341,10 @@ class FluidShare:
             self._note_saturation(factor, over)
         bursty = self.bursty
         through = self.through
+        scaling = self.scaling
         soonest = None
         for job in self.active:
-            job.rate = 1.0 / job_stretch(job.free_frac, job.uses, factor, load, cap, bursty, through)
+            job.rate = 1.0 / job_stretch(job.free_frac, job.uses, factor, load, cap, bursty, through, scaling)
             t = job.work / job.rate
             if soonest is None or t < soonest:
                 soonest = t

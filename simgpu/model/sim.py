@@ -28,7 +28,7 @@ from simgpu.model.interpreter import Buffers, run_stage
 from simgpu.model.primitives import Signal, SimLock, SimQueue, SimSemaphore
 from simgpu.profile import Profile, ResolvedPhase
 from simgpu.profile.resolve import StagePlan
-from simgpu.profile.schema import BURSTY_RESOURCES
+from simgpu.profile.schema import BURSTY_RESOURCES, SCALING_RESOURCES
 from simgpu.sched.base import RuntimeBase
 from simgpu.sched.daemon import Daemon
 from simgpu.sched.runtime import Proc
@@ -92,6 +92,7 @@ class SimRuntime(RuntimeBase):
             self.env,
             capacity,
             bursty=frozenset(BURSTY_RESOURCES),
+            scaling=frozenset(SCALING_RESOURCES),
             through=hostmem.links(config.devices),
             thrash=hostmem.thrashing(profile, config.devices),
             conserved=hostmem.conserved(profile, config.devices),

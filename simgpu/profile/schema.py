@@ -56,6 +56,9 @@ HOST_RESOURCES = ("membw", "cores", "gil", "driver_rx", "pressure")
 #: The host resources shared burst by burst (the fluid share's `bursty`): the others'
 #: load slows a job whether or not it adds up to the capacity.
 BURSTY_RESOURCES = ("gil", "pressure")
+#: The resources whose bound is a sensitivity that scales a stage's whole time (the fluid
+#: share's `scaling`), not a share of it: left out of the bounds that add up to 1.
+SCALING_RESOURCES = ("pressure",)
 DEVICE_RESOURCES = ("gpu", "h2d")
 
 # --------------------------------------------------------------------- stage specs
@@ -266,7 +269,8 @@ def _is_number(law: Law | PointsLaw) -> bool:
 def uses_at(uses: Mapping[str, UseLaw], n: int, where: str, strict: bool = False) -> dict[str, Use]:
     """The uses at size n.  A law's bound is a fraction, so it is kept within [0, 1]; where
     laws (extrapolated beyond the sizes they were measured at) add up to more than 1, the
-    interpreter share stands and the other bounds are scaled into what it leaves.  With
+    interpreter share stands and the other bounds are scaled into what it leaves.  A
+    bound on a scaling resource (pressure) is a sensitivity, not a share: not added in.  With
     `strict` (plain numbers, checked as the profile loads) any such slip is an error."""
     out = {}
     for res, law in uses.items():
@@ -274,14 +278,15 @@ def uses_at(uses: Mapping[str, UseLaw], n: int, where: str, strict: bool = False
         if strict and (use.demand < 0 or not 0 <= use.bound <= 1):
             raise UserError(f"{where}.{res}: demand >= 0 and 0 <= bound <= 1 required")
         out[res] = Use(use.demand, min(1.0, use.bound))
-    total = sum(u.bound for u in out.values())
+    total = sum(u.bound for r, u in out.items() if r not in SCALING_RESOURCES)
     if total > 1.0 + 1e-9:
         if strict:
             raise UserError(f"{where}: the bound fractions add up to more than 1")
         gil = out["gil"].bound if "gil" in out else 0.0
         rest = total - gil
         scale = (1.0 - gil) / rest if rest > 0 else 0.0
-        out = {r: u if r == "gil" else Use(u.demand, u.bound * scale) for r, u in out.items()}
+        keep = ("gil", *SCALING_RESOURCES)
+        out = {r: u if r in keep else Use(u.demand, u.bound * scale) for r, u in out.items()}
     return out
 
 

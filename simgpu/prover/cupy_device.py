@@ -95,8 +95,9 @@ class CupyDevice:
     def _guarded(self, name: str, fn: Callable[[], T], *, retry: bool = True) -> T:
         """Run fn and translate running out of memory into VramExhausted naming `name`.
 
-        CuPy's pool counts its cache of freed blocks against set_limit and does not flush
-        it by itself, so under a cap a first failure gives the cache back and, for a call
+        CuPy's pool counts its cache of freed blocks against set_limit, and what it gives
+        back by itself at the limit is its version's business, so under a cap a first
+        failure gives the cache back (flush) and, for a call
         that can be repeated (allocations, the MSMs: pure functions of their inputs),
         tries once more.  Calls that work in place (compute_h) are not repeated: their
         input may be half-transformed.  The kernels raise CuPy's OutOfMemoryError or

@@ -1,0 +1,67 @@
+"""Fit a calibrated profile's resource uses again, from the contention runs it stores,
+with the fits of today (simgpu.calibrate.refit.refit_uses).
+
+A profile written before calibrate kept [calibration.contention] (the k-at-once
+synthesis times, the cores and the host bandwidth) gets it from the calibrate log of
+the same lease, where calibrate printed those lines:
+
+    python experiments/refit_uses.py --profile docs/data/h200-2026-12-01d/h200-cupy.toml \\
+        --log docs/data/h200-2026-12-01d/calibrate.log --out /tmp/h200-refit.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+from simgpu.calibrate.refit import _inline_laws, refit_profile
+from simgpu.profile.tomlwrite import dumps
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def contention_from_log(text: str) -> dict:
+    """[calibration.contention] as calibrate's log printed it."""
+    n = re.search(r"contention at n = ([\d,]+)", text)
+    bw = re.search(r"host memory bandwidth, (\d+) processes: ([\d.]+) GB/s", text)
+    ks = re.findall(r"(\d+) syntheses at once: ([\d.]+) s each", text)
+    if not (n and bw and ks):
+        raise SystemExit("the log has no contention runs (contention at n = ..., k syntheses at once)")
+    return {
+        "constraints": int(n.group(1).replace(",", "")),
+        "cores": int(bw.group(1)),
+        "membw_gbps": float(bw.group(2)),
+        "synthesis_at_once": {k: float(v) for k, v in ks},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", required=True)
+    ap.add_argument("--log", help="calibrate's log, for a profile without [calibration.contention]")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    src = Path(args.profile)
+    doc = tomllib.loads(src.read_text())
+    if "contention" not in doc["calibration"]:
+        if not args.log:
+            raise SystemExit(f"{src} has no [calibration.contention]: give --log, the lease's calibrate log")
+        doc["calibration"]["contention"] = contention_from_log(Path(args.log).read_text())
+        header = "\n".join(line[2:] for line in src.read_text().splitlines() if line.startswith("# "))
+        header += f"\n[calibration.contention] read from {Path(args.log).name}."
+        with tempfile.TemporaryDirectory() as tmp:
+            mid = Path(tmp) / "with-record.toml"
+            mid.write_text(dumps(_inline_laws(doc), header))
+            refit_profile(mid, Path(args.out), uses=True)
+    else:
+        refit_profile(src, Path(args.out), uses=True)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
