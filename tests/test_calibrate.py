@@ -281,3 +281,93 @@ def test_a_failing_device_load_is_reported_not_waited_for():
     assert started.wait(timeout=5)
     t.join(timeout=5)
     assert [type(e) for e in errors] == [MemoryError]
+
+
+def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> None:
+    """measure_device_queue on an executor that runs b_g2_msm on the device (the CPU
+    backend stands for it): every pair the fit reads comes back, b_g2_msm's beside the
+    copy load and beside one prestage among them, each a pair of positive times."""
+    from simgpu.calibrate.measure import measure_device_queue
+    from simgpu.prover.circuits import CircuitSpec
+    from simgpu.real.executor import ProverExecutor, ProverSettings
+
+    spec = CircuitSpec(log_constraints=8, public_inputs=2, seed=12)
+    settings = ProverSettings(backend="cpu", b_g2_on="gpu", partition_workers=1, keys_dir=tmp_path)
+    ex = ProverExecutor(spec, settings)
+    try:
+        queue = measure_device_queue(ex, spec.constraints, lambda _: None, repeats=1)
+    finally:
+        ex.close()
+    assert set(queue) == {
+        "kernels beside kernel_load",
+        "kernels beside copy_load",
+        "prestage beside kernel_load",
+        "b_g2_msm beside copy_load",
+        "kernels beside one_prestage",
+        "b_g2_msm beside one_prestage",
+        "one_prestage",
+    }
+    assert all(a > 0 and b > 0 for a, b in queue.values())
+
+
+def test_refit_uses_gives_back_the_uses_calibrate_fitted() -> None:
+    """The shipped h200-cupy keeps its contention runs ([calibration.contention], the
+    device-queue and pressure pairs): fitted again from them, every stage's uses are
+    the ones calibrate wrote (to the last digit the stored pairs' rounding leaves)."""
+    import copy
+    import tomllib
+
+    from simgpu.calibrate.refit import contention_of, refit_uses
+
+    doc = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
+    assert contention_of(doc).synthesis[32] > contention_of(doc).synthesis[1]
+    again = copy.deepcopy(doc)
+    refit_uses(again)
+    for stage, entry in doc["stages"].items():
+        want, got = entry.get("uses", {}), again["stages"][stage].get("uses", {})
+        assert set(got) == set(want), stage
+        for res, use in want.items():
+            if isinstance(use["bound"], dict):  # a law over sizes, not refitted from pairs
+                assert got[res] == use, (stage, res)
+                continue
+            assert got[res]["demand"] == pytest.approx(use["demand"], rel=1e-3), (stage, res)
+            assert got[res]["bound"] == pytest.approx(use["bound"], abs=2e-4), (stage, res)
+
+
+def test_refit_uses_refuses_a_profile_without_contention_runs() -> None:
+    import tomllib
+
+    from simgpu.calibrate.refit import refit_uses
+    from simgpu.errors import UserError
+
+    doc = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
+    del doc["calibration"]["contention"]
+    with pytest.raises(UserError, match="no contention runs"):
+        refit_uses(doc)
+
+
+def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> None:
+    """measure_contention at a tiny size on the CPU backend: k syntheses at once for each
+    k (started together in a pool of real worker processes), every driver stage alone
+    and beside the pressure load, and the device queue; what the profile keeps of it
+    (contention_record) reads back as the same Contention."""
+    from simgpu.calibrate.build import contention_record
+    from simgpu.calibrate.measure import PRESSURE_STAGES, measure_contention
+    from simgpu.calibrate.refit import contention_of
+    from simgpu.real.executor import ProverSettings
+
+    settings = ProverSettings(backend="cpu", partition_workers=1, keys_dir=tmp_path)
+    c = measure_contention(1 << 8, settings, [1, 2], lambda _: None)
+    assert sorted(c.synthesis) == [1, 2] and all(t > 0 for t in c.synthesis.values())
+    assert set(c.loaded) == set(PRESSURE_STAGES) and c.pressure_load >= 1
+    assert "kernels beside kernel_load" in c.device_queue
+    doc = {
+        "calibration": {
+            "contention": contention_record(c),
+            "pressure": {"syntheses_beside": c.pressure_load, **{s: list(p) for s, p in c.loaded.items()}},
+            "device_queue": {k.replace(" ", "_"): list(p) for k, p in c.device_queue.items()},
+        }
+    }
+    back = contention_of(doc)
+    assert back.loaded == c.loaded and back.device_queue == c.device_queue
+    assert back.synthesis == pytest.approx(c.synthesis, abs=1e-6)
