@@ -13,16 +13,10 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
-import tempfile
 import tomllib
 from pathlib import Path
 
-from simgpu.calibrate.refit import _inline_laws, refit_profile
-from simgpu.profile.tomlwrite import dumps
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from simgpu.calibrate.refit import refit_profile
 
 
 def contention_from_log(text: str) -> dict:
@@ -47,19 +41,11 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     src = Path(args.profile)
-    doc = tomllib.loads(src.read_text())
-    if "contention" not in doc["calibration"]:
-        if not args.log:
-            raise SystemExit(f"{src} has no [calibration.contention]: give --log, the lease's calibrate log")
-        doc["calibration"]["contention"] = contention_from_log(Path(args.log).read_text())
-        header = "\n".join(line[2:] for line in src.read_text().splitlines() if line.startswith("# "))
-        header += f"\n[calibration.contention] read from {Path(args.log).name}."
-        with tempfile.TemporaryDirectory() as tmp:
-            mid = Path(tmp) / "with-record.toml"
-            mid.write_text(dumps(_inline_laws(doc), header))
-            refit_profile(mid, Path(args.out), uses=True)
-    else:
-        refit_profile(src, Path(args.out), uses=True)
+    has = "contention" in tomllib.loads(src.read_text())["calibration"]
+    if not has and not args.log:
+        raise SystemExit(f"{src} has no [calibration.contention]: give --log, the lease's calibrate log")
+    record = None if has else contention_from_log(Path(args.log).read_text())
+    refit_profile(src, Path(args.out), uses=True, contention=record)
     print(f"wrote {args.out}")
 
 

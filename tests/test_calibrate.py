@@ -371,3 +371,28 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     back = contention_of(doc)
     assert back.loaded == c.loaded and back.device_queue == c.device_queue
     assert back.synthesis == pytest.approx(c.synthesis, abs=1e-6)
+
+
+def test_a_profile_older_than_the_record_is_refitted_with_one_given(tmp_path) -> None:
+    """A profile written before calibrate kept [calibration.contention] refits its uses
+    once the record is handed over (as experiments/refit_uses.py reads it from the
+    lease's log), and says so in its header."""
+    import tomllib
+
+    from simgpu.calibrate.refit import refit_profile
+    from simgpu.profile.tomlwrite import dumps
+
+    shipped = ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml"
+    doc = tomllib.loads(shipped.read_text())
+    record = doc["calibration"].pop("contention")
+    old = tmp_path / "old.toml"
+    old.write_text(dumps(doc, "an older profile"))
+    with pytest.raises(UserError, match="no contention runs"):
+        refit_profile(old, tmp_path / "out.toml", uses=True)
+    refit_profile(old, tmp_path / "out.toml", uses=True, contention=record)
+    text = (tmp_path / "out.toml").read_text()
+    assert "[calibration.contention] added" in text
+    again = tomllib.loads(text)
+    assert again["stages"]["kernels"]["uses"]["gpu"]["bound"] == pytest.approx(
+        doc["stages"]["kernels"]["uses"]["gpu"]["bound"], abs=2e-4
+    )

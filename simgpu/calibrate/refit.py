@@ -84,10 +84,18 @@ def _inline_laws(doc: Any, key: str = "") -> Any:
     return doc
 
 
-def refit_profile(src: Path, out: Path, max_size: int | None = None, uses: bool = False) -> dict[str, float]:
+def refit_profile(
+    src: Path,
+    out: Path,
+    max_size: int | None = None,
+    uses: bool = False,
+    contention: dict[str, Any] | None = None,
+) -> dict[str, float]:
     """Refit the stage times of the calibrated profile `src` from its stored
     measurements (sizes <= max_size if given), and with `uses` the stages' uses of the
-    shared resources (refit_uses), and write it to `out`."""
+    shared resources (refit_uses), and write it to `out`.  `contention`: the
+    [calibration.contention] record for a profile written before calibrate kept it
+    (read from the same lease's calibrate log)."""
     import tomllib
 
     try:
@@ -96,6 +104,9 @@ def refit_profile(src: Path, out: Path, max_size: int | None = None, uses: bool 
         raise UserError(f"cannot read profile {src}: {e}") from None
     if "measurements" not in doc.get("calibration", {}):
         raise UserError(f"{src} has no [calibration.measurements]: it was not written by calibrate")
+    added = contention is not None and "contention" not in doc["calibration"]
+    if added:
+        doc["calibration"]["contention"] = contention
     errors = refit_times(doc, max_size)
     if uses:
         refit_uses(doc)
@@ -106,6 +117,8 @@ def refit_profile(src: Path, out: Path, max_size: int | None = None, uses: bool 
     header = profile_header(src.read_text(), drop=refit_note)
     header += f"\n{refit_note} (sizes <= {cal['refit_max_size']})"
     header += ", and the uses from the contention runs, with the fits of now." if uses else "."
+    if added:
+        header += "\n[calibration.contention] added from the lease's calibrate log."
     out.write_text(dumps(_inline_laws(doc), header))
     return errors
 
