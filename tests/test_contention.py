@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simgpu.errors import UserError
 from simgpu.model.contention import FluidShare, Thrash, shared_factor
@@ -240,3 +242,36 @@ def test_pressure_scales_a_gpu_bound_job_instead_of_taking_a_share_of_it():
     assert got[:2] == pytest.approx([2 * 1.28125] * 2)
     alone = finish_times([(0, 1.0, loop)], cap, **laws)
     assert alone == pytest.approx([1.0])
+
+
+_use = st.tuples(st.floats(0.0, 4.0), st.floats(0.0, 1.0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    gpu=_use,
+    sensitivity=st.floats(0.0, 1.0),
+    own=st.floats(0.0, 4.0),
+    others=st.floats(0.0, 32.0),
+    more=st.floats(0.0, 32.0),
+    factor=st.floats(1.0, 10.0),
+)
+def test_pressure_never_speeds_a_job_and_grows_with_load(gpu, sensitivity, own, others, more, factor):
+    """Whatever else stretches a job, busy cores around it never make it faster: its
+    stretch is at least the stretch without pressure, and more busy cores never shrink
+    it.  Pressure takes nothing from the job's other bounds (free_fraction)."""
+    from simgpu.model.contention import free_fraction, job_stretch
+
+    cap = {"gpu": 1.0, "pressure": 16.0}
+    uses = (("gpu", gpu[0], gpu[1]), ("pressure", own, sensitivity))
+    free = free_fraction(uses, {"pressure"})
+    assert free == pytest.approx(1.0 - gpu[1])
+
+    def stretch(load_p: float) -> float:
+        load = {"gpu": gpu[0], "pressure": own + load_p}
+        return job_stretch(free, uses, {"gpu": factor}, load, cap, {"pressure"}, None, {"pressure"})
+
+    without = free + gpu[1] * factor
+    assert stretch(0.0) == pytest.approx(without)
+    assert stretch(others) >= without - 1e-12
+    assert stretch(others + more) >= stretch(others) - 1e-12
