@@ -361,6 +361,8 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     assert sorted(c.synthesis) == [1, 2] and all(t > 0 for t in c.synthesis.values())
     assert set(c.loaded) == set(PRESSURE_STAGES) and c.pressure_load >= 1
     assert "kernels beside kernel_load" in c.device_queue
+    assert set(c.gil) == set(PRESSURE_STAGES)
+    assert all(a > 0 and b > 0 and 0.0 <= lost <= 1.0 for a, b, lost in c.gil.values())
     doc = {
         "calibration": {
             "contention": contention_record(c),
@@ -370,6 +372,7 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     }
     back = contention_of(doc)
     assert back.loaded == c.loaded and back.device_queue == c.device_queue
+    assert back.gil == {st: pytest.approx(v, abs=1e-6) for st, v in c.gil.items()}
     assert back.synthesis == pytest.approx(c.synthesis, abs=1e-6)
 
 
@@ -396,3 +399,62 @@ def test_a_profile_older_than_the_record_is_refitted_with_one_given(tmp_path) ->
     assert again["stages"]["kernels"]["uses"]["gpu"]["bound"] == pytest.approx(
         doc["stages"]["kernels"]["uses"]["gpu"]["bound"], abs=2e-4
     )
+
+
+def test_the_gil_fit_reads_the_bursty_law_backwards_twice() -> None:
+    """A stage of 10 ms alone takes 14.7 ms beside a thread of pure Python that lost a
+    third of its rounds while it ran, and is 0.32 sensitive to busy cores (of 16): the
+    thread's core is worth 1 + 0.32 / 16 = 1.02, so the stage's bound is 14.7 / 10 /
+    1.02 - 1 = 0.441; the thread, of bound 1, ran 1 / (1 + d) as fast, d = (1/3) / (2/3)
+    = 0.5.  A stage that never takes the lock: bound and demand 0."""
+    from simgpu.calibrate.fit import fit_gil
+
+    c = Contention(
+        n=1024,
+        cores=16,
+        membw_gbps=100.0,
+        synthesis={},
+        loaded={},
+        gil={"prep": (0.010, 0.0147, 1 / 3), "kernels": (0.040, 0.040, 0.0)},
+    )
+    got = fit_gil(c, {"prep": 0.32})
+    assert got["prep"]["gil"] == {"demand": pytest.approx(0.5), "bound": pytest.approx(0.4412, abs=1e-4)}
+    assert got["kernels"]["gil"] == {"demand": 0.0, "bound": 0.0}
+
+
+def test_a_share_measured_apart_makes_room_and_leaves_the_sensitivity_alone() -> None:
+    """Kernels bound 0.9 to the GPU and 0.3 sensitive to pressure, then found 0.2 bound
+    to the interpreter lock: the GPU's share shrinks to 0.8 so the shares add up to 1;
+    pressure, a sensitivity, is not a share and stays."""
+    from simgpu.calibrate.build import with_share
+    from simgpu.profile.tomlwrite import Inline
+
+    uses = {"gpu": Inline(demand=1.0, bound=0.9), "pressure": Inline(demand=1.0, bound=0.3)}
+    got = with_share(uses, {"gil": Inline(demand=0.4, bound=0.2)})
+    assert got["gpu"]["bound"] == pytest.approx(0.8) and got["pressure"]["bound"] == 0.3
+    assert got["gil"] == {"demand": 0.4, "bound": 0.2}
+
+
+def test_the_gil_fit_is_asked_for_and_makes_room_in_the_stage() -> None:
+    """calibrate records the interpreter-lock runs; their fit is asked for
+    (refit_uses(doc, gil=True)) until a lease has validated it.  Asked for, the kernels
+    get a gil share and their GPU share shrinks to keep the shares within the whole
+    time; a profile without the runs is refused, not refitted with nothing."""
+    import tomllib
+
+    from simgpu.calibrate.refit import refit_uses
+
+    doc = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
+    with pytest.raises(UserError, match="no gil runs"):
+        refit_uses(doc, gil=True)
+    gpu_before = doc["stages"]["kernels"]["uses"]["gpu"]["bound"]
+    doc["calibration"]["contention"]["gil"] = {"kernels": [0.040, 0.048, 0.2]}
+    refit_uses(doc)
+    assert "gil" not in doc["stages"]["kernels"]["uses"]  # not asked for: as calibrate writes it
+    refit_uses(doc, gil=True)
+    uses = doc["stages"]["kernels"]["uses"]
+    p = uses["pressure"]["bound"]
+    assert uses["gil"]["demand"] == pytest.approx(0.25)
+    assert uses["gil"]["bound"] == pytest.approx(0.048 / 0.040 / (1 + p / 16) - 1, abs=1e-4)
+    assert uses["gpu"]["bound"] + uses["gil"]["bound"] <= 1 + 1e-4
+    assert uses["gpu"]["bound"] < gpu_before

@@ -23,6 +23,7 @@ from simgpu.calibrate.fit import (
     EXACT,
     SIZE_LAWS,
     fit_device_queue,
+    fit_gil,
     fit_pressure,
     fit_synthesis_contention,
     phase_key,
@@ -40,6 +41,7 @@ from simgpu.calibrate.measure import (
 )
 from simgpu.errors import OutOfMemory, UserError
 from simgpu.profile.laws import fit_law
+from simgpu.profile.schema import SCALING_RESOURCES
 from simgpu.profile.tomlwrite import Inline, dumps
 
 
@@ -212,10 +214,15 @@ def build_profile(
 
 
 def stage_uses(
-    contention: Contention | None, h2d_gbps: float, b_g2_on: str, b_g2_threads: int
+    contention: Contention | None, h2d_gbps: float, b_g2_on: str, b_g2_threads: int, gil: bool = False
 ) -> dict[str, dict[str, Inline]]:
     """Every stage's uses of the shared resources, fitted from what calibrate measured
-    beside loads (the one place they are fitted: calibrate and refit_uses call it)."""
+    beside loads (the one place they are fitted: calibrate and refit_uses call it).
+
+    `gil`: also fit the stages' uses of the interpreter lock from the measure_gil runs.
+    Off by default: calibrate records those runs, but the fit has not been validated on
+    a lease yet, and on a small host one stage of pure Python beside the probe thread
+    took 1.0x to 4.1x its time from call to call (refit_uses(..., gil=True) tries it)."""
     uses: dict[str, dict[str, Inline]] = {"kernels": {"gpu": Inline(demand=1.0, bound=1.0)}}
     uses["prestage"] = {"h2d": Inline(demand=h2d_gbps, bound=1.0)}
     if contention:
@@ -230,10 +237,29 @@ def stage_uses(
         uses.update(fit_device_queue(contention.device_queue, h2d_gbps))
     if contention:
         b_g2_cores = b_g2_threads if b_g2_on == "cpu" else 1
-        for stage, extra in fit_pressure(contention, b_g2_cores).items():
+        pressure = fit_pressure(contention, b_g2_cores)
+        sensitivity = {st: float(u["pressure"]["bound"]) for st, u in pressure.items()}
+        for stage, extra in (fit_gil(contention, sensitivity) if gil else {}).items():
+            uses[stage] = with_share(uses.get(stage, {}), extra)
+        for stage, extra in pressure.items():
             # a sensitivity beside the stage's shares, not one of them (SCALING_RESOURCES)
             uses[stage] = uses.get(stage, {}) | extra
     return uses
+
+
+def with_share(uses: dict[str, Inline], extra: dict[str, Inline]) -> dict[str, Inline]:
+    """A stage's uses with `extra` (shares of its time measured apart, the interpreter
+    lock's) added, the others scaled down where together they would bind more than the
+    stage's whole time: a launch loop's Python and its kernels overlap, and the fluid
+    share adds their stretches, so what overlaps is counted once."""
+    bound = sum(float(u["bound"]) for u in extra.values())
+    rest = sum(float(u["bound"]) for r, u in uses.items() if r not in SCALING_RESOURCES)
+    scale = min(1.0, (1.0 - bound) / rest) if rest > 0 else 1.0
+
+    def scaled(u: Inline) -> Inline:
+        return Inline(demand=u["demand"], bound=round(float(u["bound"]) * scale, 4))
+
+    return {r: u if r in SCALING_RESOURCES else scaled(u) for r, u in uses.items()} | extra
 
 
 def contention_record(c: Contention) -> dict[str, Any]:
@@ -244,6 +270,8 @@ def contention_record(c: Contention) -> dict[str, Any]:
         "cores": c.cores,
         "membw_gbps": round(c.membw_gbps, 2),
         "synthesis_at_once": {str(k): round(v, 6) for k, v in sorted(c.synthesis.items())},
+        # stage -> [alone, beside a Python thread, the share of its rounds that thread lost]
+        **({"gil": {s: [round(x, 6) for x in v] for s, v in c.gil.items()}} if c.gil else {}),
     }
 
 

@@ -121,6 +121,26 @@ def fit_pressure(c: Contention, b_g2_cores: int) -> dict[str, dict[str, Inline]]
     return out
 
 
+def fit_gil(c: Contention, pressure: dict[str, float]) -> dict[str, dict[str, Inline]]:
+    """Every measured stage's use of the driver's interpreter lock (`gil`, capacity 1,
+    shared burst by burst), from its times alone and beside a thread of pure Python
+    (demand 1) and the share of its rounds that thread lost (simgpu.calibrate.measure.
+    measure_gil).  The bursty law read backwards twice:
+
+    * the stage, of bound b, beside the thread takes 1 + b times as long, times the
+      pressure of the one core the thread keeps busy (1 + its sensitivity / C): b;
+    * the thread, of bound 1, beside a stage of demand d runs 1 / (1 + d) as fast, so
+      it loses l = d / (1 + d) of its rounds: d = l / (1 - l)."""
+    out: dict[str, dict[str, Inline]] = {}
+    for stage, (alone, beside, lost) in c.gil.items():
+        if alone <= 0:
+            continue
+        stretch = beside / alone / (1 + pressure.get(stage, 0.0) / max(1, c.cores))
+        demand = lost / (1 - lost) if lost < 1 else 1.0
+        out[stage] = {"gil": Inline(demand=_clamp(demand), bound=_clamp(stretch - 1))}
+    return out
+
+
 def fit_synthesis_contention(c: Contention) -> dict[str, Inline]:
     """Bound fractions of synthesis on cores and on memory bandwidth, and its bandwidth
     demand, from the k-at-once times once the pressure's share is taken out of them

@@ -279,6 +279,8 @@ class Contention:
     device_queue: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: how many syntheses ran, continuously, beside the `loaded` stages
     pressure_load: int = 0
+    #: stage -> (alone, beside a Python thread, its share of the interpreter lock)
+    gil: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
 
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
@@ -311,9 +313,10 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
             k = max(1, cores // 2)  # a pipeline's load: below saturation, where pressure shows
             loaded = measure_pressure(ex, pool, settings.circuit, n, k, log)
             queue = measure_device_queue(ex, n, log)
+            gil = measure_gil(ex, n, log)
         finally:
             ex.close()
-    return Contention(n, cores, membw, times, loaded, queue, k)
+    return Contention(n, cores, membw, times, loaded, queue, k, gil)
 
 
 #: Rounds of k syntheses at once that measure_contention averages, per k.
@@ -338,30 +341,10 @@ def measure_pressure(
     calls falls in either mode, so a ratio of medians can read a change of mode as
     pressure (0.04 on one lease, 1.0 on the next).  The load is continuous, so the
     fastest call beside it is slowed by it too."""
-    from simgpu.sched.work import Partition, Proof
-
-    backend = ex.backends[0]
-    on_device = 0 if ex.settings.b_g2_on == "gpu" else None
     seeds = iter(range(700, 10**9))
 
     def chain() -> dict[str, float]:
-        part = Partition(Proof(next(seeds), 1, n), 0, n)
-        part.host = ex.run_stage("synthesis", part, None, {})
-        out: dict[str, float] = {}
-        inputs: dict[str, Any] = {}
-        for stage in PRESSURE_STAGES:
-            device = on_device if stage == "b_g2_msm" else (0 if stage in ("prestage", "kernels") else None)
-            backend.synchronize()
-            t = time.perf_counter()
-            got = ex.run_stage(stage, part, device, inputs)
-            out[stage] = time.perf_counter() - t
-            if stage == "prestage":
-                inputs = {"buffers": got}
-            elif stage == "kernels":
-                inputs["buffers"].free()
-                inputs = {}
-        part.host.free()
-        return out
+        return _driver_chain(ex, n, next(seeds))
 
     futures: list[Any] = []
 
@@ -398,6 +381,110 @@ def measure_pressure(
     out = {s: (min(samples[(s, False)]), min(samples[(s, True)])) for s in PRESSURE_STAGES}
     for s, (alone, beside) in out.items():
         log(f"  {s}: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms beside {k} syntheses")
+    return out
+
+
+def _driver_chain(
+    ex: Any, n: int, seed: int, around: Callable[[str, Callable[[], Any]], Any] | None = None
+) -> dict[str, float]:
+    """Every driver stage (PRESSURE_STAGES) of one fresh partition in turn, each timed
+    with the device idle at its start: stage -> seconds.  `around(stage, run)`, if
+    given, runs each stage (to watch something while it runs) and returns its result."""
+    from simgpu.sched.work import Partition, Proof
+
+    backend = ex.backends[0]
+    on_device = 0 if ex.settings.b_g2_on == "gpu" else None
+    part = Partition(Proof(seed, 1, n), 0, n)
+    part.host = ex.run_stage("synthesis", part, None, {})
+    out: dict[str, float] = {}
+    inputs: dict[str, Any] = {}
+    for stage in PRESSURE_STAGES:
+        device = on_device if stage == "b_g2_msm" else (0 if stage in ("prestage", "kernels") else None)
+        backend.synchronize()
+
+        def run(stage: str = stage, device: int | None = device, inputs: dict[str, Any] = inputs) -> Any:
+            return ex.run_stage(stage, part, device, inputs)
+
+        t = time.perf_counter()
+        got = around(stage, run) if around is not None else run()
+        out[stage] = time.perf_counter() - t
+        if stage == "prestage":
+            inputs = {"buffers": got}
+        elif stage == "kernels":
+            inputs["buffers"].free()
+            inputs = {}
+    part.host.free()
+    return out
+
+
+class _BytecodeLoop:
+    """A thread that runs pure Python bytecode until stopped, holding the interpreter
+    lock but at the switch interval, counting its rounds: what another driver thread's
+    Python costs a stage (its slowdown beside it), and what a stage's Python costs the
+    others (the loop's rounds lost while the stage runs: the stage's share of the lock)."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bytecode_loop", daemon=True)
+
+    def _run(self) -> None:
+        rounds = 0
+        while not self._stop.is_set():
+            x = 0
+            for i in range(200):  # bytecode only: no call that releases the lock
+                x += i
+            rounds += 1
+            self.rounds = rounds
+
+    def __enter__(self) -> _BytecodeLoop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def rate(self, seconds: float) -> float:
+        """Rounds a second while this thread sleeps (the loop alone)."""
+        r0, t0 = self.rounds, time.perf_counter()
+        time.sleep(seconds)
+        return (self.rounds - r0) / (time.perf_counter() - t0)
+
+
+def measure_gil(
+    ex: Any, n: int, log: Callable[[str], None], repeats: int = 6
+) -> dict[str, tuple[float, float, float]]:
+    """Each driver stage (PRESSURE_STAGES) on a fresh partition, alone and beside a
+    thread of pure Python (`_BytecodeLoop`): stage -> (fastest alone, fastest beside, the
+    share of its rounds the loop lost while the stage ran, the median of `repeats`).
+    How much the stage needs the lock slows the loop, how much it is bound to it is its
+    own slowdown: fitted into the `gil` resource by simgpu.calibrate.fit.fit_gil."""
+    seeds = iter(range(1700, 10**9))
+    alone: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
+    beside: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
+    held: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
+    _driver_chain(ex, n, next(seeds))  # warm
+    for _ in range(repeats):
+        for stage, dt in _driver_chain(ex, n, next(seeds)).items():
+            alone[stage].append(dt)
+        with _BytecodeLoop() as loop:
+            free_rate = loop.rate(0.05)
+
+            def around(
+                stage: str, run: Callable[[], Any], loop: _BytecodeLoop = loop, free_rate: float = free_rate
+            ) -> Any:
+                r0, t0 = loop.rounds, time.perf_counter()
+                got = run()
+                rate = (loop.rounds - r0) / max(1e-9, time.perf_counter() - t0)
+                held[stage].append(min(1.0, max(0.0, 1.0 - rate / free_rate)) if free_rate > 0 else 0.0)
+                return got
+
+            for stage, dt in _driver_chain(ex, n, next(seeds), around).items():
+                beside[stage].append(dt)
+    out = {s: (min(alone[s]), min(beside[s]), statistics.median(held[s])) for s in PRESSURE_STAGES}
+    for s, (a, b, d) in out.items():
+        log(f"  {s}: {a * 1e3:.1f} ms alone, {b * 1e3:.1f} ms beside a Python thread, which lost {d:.0%}")
     return out
 
 

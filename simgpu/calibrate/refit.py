@@ -56,18 +56,23 @@ def contention_of(doc: dict[str, Any]) -> Contention:
             for k, (a, b) in cal.get("device_queue", {}).items()
         },
         pressure_load=load,
+        gil={s: (float(a), float(b), float(d)) for s, (a, b, d) in rec.get("gil", {}).items()},
     )
 
 
-def refit_uses(doc: dict[str, Any]) -> None:
+def refit_uses(doc: dict[str, Any], gil: bool = False) -> None:
     """Fit every stage's uses of the shared resources again from the contention runs
     the profile stores (simgpu.calibrate.build.stage_uses), in place: what a profile
-    calibrated before a change of the fits would have said with the fits of now."""
+    calibrated before a change of the fits would have said with the fits of now.
+    `gil`: with the interpreter lock's uses too, from the runs calibrate recorded."""
     from simgpu.calibrate.build import stage_uses
 
     cal = doc["calibration"]
     h2d = float(doc["hardware"]["h2d_gbps"])
-    uses = stage_uses(contention_of(doc), h2d, cal["b_g2_on"], int(cal["b_g2_threads"]))
+    c = contention_of(doc)
+    if gil and not c.gil:
+        raise UserError("the profile has no gil runs: it was calibrated before measure_gil")
+    uses = stage_uses(c, h2d, cal["b_g2_on"], int(cal["b_g2_threads"]), gil=gil)
     for stage, u in uses.items():
         if stage in doc["stages"]:
             doc["stages"][stage]["uses"] = {r: dict(v) for r, v in u.items()}
@@ -90,6 +95,7 @@ def refit_profile(
     max_size: int | None = None,
     uses: bool = False,
     contention: dict[str, Any] | None = None,
+    gil: bool = False,
 ) -> dict[str, float]:
     """Refit the stage times of the calibrated profile `src` from its stored
     measurements (sizes <= max_size if given), and with `uses` the stages' uses of the
@@ -109,14 +115,15 @@ def refit_profile(
         doc["calibration"]["contention"] = contention
     errors = refit_times(doc, max_size)
     if uses:
-        refit_uses(doc)
+        refit_uses(doc, gil=gil)
     cal = doc["calibration"]
     cal["refit_max_size"] = max_size or max(r["constraints"] for r in cal["measurements"].values())
     cal["fit_max_rel_error"].update({k: round(v, 4) for k, v in errors.items()})
     refit_note = "Stage times refitted from the stored measurements"
     header = profile_header(src.read_text(), drop=refit_note)
     header += f"\n{refit_note} (sizes <= {cal['refit_max_size']})"
-    header += ", and the uses from the contention runs, with the fits of now." if uses else "."
+    header += ", and the uses from the contention runs, with the fits of now" if uses else ""
+    header += " (the interpreter lock's too)." if uses and gil else "."
     if added:
         header += "\n[calibration.contention] added from the lease's calibrate log."
     out.write_text(dumps(_inline_laws(doc), header))
