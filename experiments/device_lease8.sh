@@ -14,21 +14,13 @@ OUT=${OUT:-out/device}
 LOGS=$OUT/lease8/call$1
 mkdir -p "$LOGS" out
 PROFILE=out/h200-cupy.toml  # kept on the machine between the calls
-validate() {  # validate LIMIT NAME ARGS...: one part of experiments/gpu_validation.py's grid
-  local limit=$1 name=$2; shift 2
-  timeout "$limit" python3 experiments/gpu_validation.py measure --profile "$PROFILE" --tight-mib 22=2176 \
-    --json "$LOGS/$name.json" "$@" > "$LOGS/$name.log" 2>&1
-  echo "$name rc=$? at $SECONDS s"; grep -E "s/proof" "$LOGS/$name.log" | cut -c1-120
-}
+source "$(dirname "$0")/lease_lib.sh"
 case "$1" in
 1)
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc
-  lscpu | grep -E "^(Model name|NUMA node\(s\))"
-  timeout 400 python3 -m simgpu.cli calibrate --out "$PROFILE" --sizes 2^18..2^22 --repeats 6 --b-g2-on gpu \
-    --b-g2-threads 8 --circuit porep --contention-size 2^20 > "$LOGS/calibrate.log" 2>&1
-  echo "calibrate rc=$? at $SECONDS s"; grep -E "at once|beside|trip|wrote" "$LOGS/calibrate.log"; cp "$PROFILE" "$LOGS/"
-  validate $((585 - SECONDS)) gpu-validation --only A B C D E F G
+  lease_machine
+  lease_calibrate 400
+  lease_validate $((585 - SECONDS)) gpu-validation 2176 --only A B C D E F G
   ;;
-2) validate 400 gpu-validation --only H I J K L M N O P Q R ;;
-3) validate 300 second-pass --only A C F G H I J K L M N O P Q R ;;
+2) lease_validate 400 gpu-validation 2176 --only H I J K L M N O P Q R ;;
+3) lease_validate 300 second-pass 2176 --only A C F G H I J K L M N O P Q R ;;
 esac

@@ -1,0 +1,21 @@
+# Shared steps of the H200 lease scripts (experiments/device_lease8.sh and later):
+# `source` it after setting LOGS (this call's output folder) and PROFILE (the profile
+# kept on the machine between calls).
+
+lease_machine() {  # what the machine is: the GPU, the cores, the CPU
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc
+  lscpu | grep -E "^(Model name|NUMA node\(s\))"
+}
+
+lease_calibrate() {  # lease_calibrate LIMIT: calibrate as h200-cupy was measured, into $PROFILE
+  timeout "$1" python3 -m simgpu.cli calibrate --out "$PROFILE" --sizes 2^18..2^22 --repeats 6 --b-g2-on gpu \
+    --b-g2-threads 8 --circuit porep --contention-size 2^20 > "$LOGS/calibrate.log" 2>&1
+  echo "calibrate rc=$? at $SECONDS s"; grep -E "at once|beside|trip|wrote" "$LOGS/calibrate.log"; cp "$PROFILE" "$LOGS/"
+}
+
+lease_validate() {  # lease_validate LIMIT NAME CAP ARGS...: part of gpu_validation.py's grid, capped group at CAP MiB
+  local limit=$1 name=$2 cap=$3; shift 3
+  timeout "$limit" python3 experiments/gpu_validation.py measure --profile "$PROFILE" --tight-mib "22=$cap" \
+    --json "$LOGS/$name.json" "$@" > "$LOGS/$name.log" 2>&1
+  echo "$name rc=$? at $SECONDS s"; grep -E "s/proof" "$LOGS/$name.log" | cut -c1-120
+}
