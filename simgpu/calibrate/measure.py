@@ -279,7 +279,8 @@ class Contention:
     device_queue: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: how many syntheses ran, continuously, beside the `loaded` stages
     pressure_load: int = 0
-    #: stage -> (alone, beside a Python thread, its share of the interpreter lock)
+    #: stage -> (alone, beside a thread of pure Python, the share of its rounds that
+    #: thread lost while the stage ran); measure_gil
     gil: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
 
@@ -296,8 +297,10 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
     times: dict[int, float] = {}
     # Each worker builds the circuit of size n as it starts: a worker's first synthesis at
     # a size also builds its circuit (seconds at 2^22), which no timed load may hold.
-    barriers = multiprocessing.get_context("spawn").Manager()
-    with pool_of(max(ks), _synth_task, (settings.circuit, n, 0)) as pool, barriers as mgr:
+    with (
+        pool_of(max(ks), _synth_task, (settings.circuit, n, 0)) as pool,
+        multiprocessing.get_context("spawn").Manager() as mgr,  # the rounds' barriers
+    ):
         circ = [settings.circuit] * max(ks)
         list(pool.map(_arrive, [mgr.Barrier(max(ks))] * max(ks)))  # every worker started
         for k in ks:
