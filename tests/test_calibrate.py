@@ -286,8 +286,10 @@ def test_a_failing_device_load_is_reported_not_waited_for():
 def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> None:
     """measure_device_queue on an executor that runs b_g2_msm on the device (the CPU
     backend stands for it): every pair the fit reads comes back, b_g2_msm's beside the
-    copy load and beside one prestage among them, each a pair of positive times."""
-    from simgpu.calibrate.measure import measure_device_queue
+    copy load and beside one prestage among them, each a pair of positive times.  And
+    the driver's chain of stages (measure_gil's, measure_pressure's) on that executor:
+    b_g2_msm on device 0, every stage timed."""
+    from simgpu.calibrate.measure import PRESSURE_STAGES, measure_device_queue, measure_gil
     from simgpu.prover.circuits import CircuitSpec
     from simgpu.real.executor import ProverExecutor, ProverSettings
 
@@ -296,8 +298,10 @@ def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> N
     ex = ProverExecutor(spec, settings)
     try:
         queue = measure_device_queue(ex, spec.constraints, lambda _: None, repeats=1)
+        gil = measure_gil(ex, spec.constraints, lambda _: None, repeats=1)
     finally:
         ex.close()
+    assert set(gil) == set(PRESSURE_STAGES) and all(a > 0 and b > 0 for a, b, _ in gil.values())
     assert set(queue) == {
         "kernels beside kernel_load",
         "kernels beside copy_load",

@@ -238,9 +238,10 @@ def stage_uses(
     if contention:
         b_g2_cores = b_g2_threads if b_g2_on == "cpu" else 1
         pressure = fit_pressure(contention, b_g2_cores)
-        sensitivity = {st: float(u["pressure"]["bound"]) for st, u in pressure.items()}
-        for stage, extra in (fit_gil(contention, sensitivity) if gil else {}).items():
-            uses[stage] = with_share(uses.get(stage, {}), extra)
+        if gil:
+            sensitivity = {st: float(u["pressure"]["bound"]) for st, u in pressure.items()}
+            for stage, extra in fit_gil(contention, sensitivity).items():
+                uses[stage] = with_share(uses.get(stage, {}), extra)
         for stage, extra in pressure.items():
             # a sensitivity beside the stage's shares, not one of them (SCALING_RESOURCES)
             uses[stage] = uses.get(stage, {}) | extra
