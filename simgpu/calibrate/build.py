@@ -325,7 +325,8 @@ def stages_buffers(stages_fp: dict[str, dict[str, Any]]) -> list[str]:
         for key in ("host_out", "vram_out", "vram_in", "host_release"):
             names += [b for b in fp.get(key, []) if b not in names]
         for ph in fp.get("phases", []):
-            names += [b for b in ph.get("transient", []) + ph.get("release", []) if b not in names]
+            held = ph.get("staging", []) + ph.get("transient", []) + ph.get("release", [])
+            names += [b for b in held if b not in names]
     return names
 
 

@@ -78,6 +78,44 @@ def refit_uses(doc: dict[str, Any], gil: bool = False) -> None:
             doc["stages"][stage]["uses"] = {r: dict(v) for r, v in u.items()}
 
 
+def restage_footprints(doc: dict[str, Any], stream_batch: int = 1 << 22) -> list[str]:
+    """Split each MSM phase's footprint of a profile calibrated before the prover's
+    memory plan had staging (simgpu.prover.memory_plan) into its staging and its
+    temporaries, in place; returns the phases split.
+
+    The stored points are each phase's whole peak, measured; the staging at each stored
+    size is the plan's for the calibrated circuit (its expected shape: within 0.1% of
+    the measured peaks on the porep family), and the temporaries the rest of the peak.
+    `stream_batch` is calibrate's (the bases streamed per batch)."""
+    from simgpu.prover.circuits import circuit_spec
+    from simgpu.prover.memory_plan import ProverShape, prover_plan
+
+    cal = doc["calibration"]
+    split: list[str] = []
+    for st in doc["stages"].values():
+        for ph in st.get("phases", []):
+            name = ph["name"]
+            if ph.get("staging") or ph.get("transient") != [name] or not name.endswith("_msm"):
+                continue
+            points = doc["buffers"][name].get("points") if isinstance(doc["buffers"][name], dict) else None
+            if points is None:
+                raise UserError(f"[buffers] {name} is not a table of measured points: cannot split it")
+            staged, temporaries = [], []
+            for n, peak in points:
+                shape = ProverShape.estimate(circuit_spec(cal["circuit"], int(n)))
+                plan = prover_plan(shape, stream_batch=stream_batch, b_g2_on=cal.get("b_g2_on", "cpu"))
+                part = int(plan["buffers"].get(f"{name}_staging", 0))
+                staged.append([n, part])
+                temporaries.append([n, int(peak) - part])
+            if not any(b for _, b in staged):
+                continue
+            doc["buffers"][f"{name}_staging"] = {"points": staged}
+            doc["buffers"][name] = {"points": temporaries}
+            ph["staging"] = [f"{name}_staging"]
+            split.append(name)
+    return split
+
+
 def _inline_laws(doc: Any, key: str = "") -> Any:
     """A profile read back from TOML, with laws and resource uses marked inline again."""
     if isinstance(doc, dict):
@@ -96,12 +134,14 @@ def refit_profile(
     uses: bool = False,
     contention: dict[str, Any] | None = None,
     gil: bool = False,
+    staged: bool = False,
 ) -> dict[str, float]:
     """Refit the stage times of the calibrated profile `src` from its stored
     measurements (sizes <= max_size if given), and with `uses` the stages' uses of the
     shared resources (refit_uses), and write it to `out`.  `contention`: the
     [calibration.contention] record for a profile written before calibrate kept it
-    (read from the same lease's calibrate log)."""
+    (read from the same lease's calibrate log).  `staged`: the MSM phases' footprints
+    split into staging and temporaries (restage_footprints)."""
     import tomllib
 
     try:
@@ -116,6 +156,7 @@ def refit_profile(
     errors = refit_times(doc, max_size)
     if uses:
         refit_uses(doc, gil=gil)
+    restaged = restage_footprints(doc) if staged else []
     cal = doc["calibration"]
     cal["refit_max_size"] = max_size or max(r["constraints"] for r in cal["measurements"].values())
     cal["fit_max_rel_error"].update({k: round(v, 4) for k, v in errors.items()})
@@ -126,6 +167,8 @@ def refit_profile(
     header += " (the interpreter lock's too)." if uses and gil else "."
     if added:
         header += "\n[calibration.contention] added from the lease's calibrate log."
+    if restaged:
+        header += f"\nFootprints split into staging and temporaries: {', '.join(restaged)}."
     out.write_text(dumps(_inline_laws(doc), header))
     return errors
 

@@ -46,10 +46,10 @@ def conserved(profile: Profile, devices: int) -> frozenset[Hashable]:
     return frozenset(key for res, spec in laws if spec.law == "conserved" for key in _keys(res, devices))
 
 
-def pageable_upload(
+def link_upload(
     nbytes: int, gbps: float, device: int
 ) -> tuple[float, tuple[tuple[Hashable, float, float], ...]]:
-    """A copy of `nbytes` from pageable host memory to `device`: (seconds at full speed,
-    fluid uses).  The copy is bound by the link alone, drawing `gbps` from it (and,
-    through it, from host memory)."""
+    """A copy of `nbytes` from host memory to `device` at `gbps` (pageable or pinned):
+    (seconds at full speed, fluid uses).  The copy is bound by the link alone, drawing
+    `gbps` from it (and, through it, from host memory)."""
     return nbytes / (gbps * GB), ((("h2d", device), gbps, 1.0),)

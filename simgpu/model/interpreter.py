@@ -3,9 +3,10 @@
 Like a stage manager reading cues off a script, it walks the stage's `StagePlan`
 (simgpu.profile.resolve) step by step: each ALLOC books bytes in the VRAM or host ledger
 (raising VramExhausted / HostRamExhausted at the step that does not fit), each WORK
-spends a phase's time through the fluid share of contended resources, each FREE gives
-bytes back.  Whatever the stage booked is given back if it fails half way, so an OOM in
-one stage never strands bytes in a ledger.
+spends a phase's time through the fluid share of contended resources, each STAGE uploads
+a phase's staging over the link, each FREE gives bytes back.  Whatever the
+stage booked is given back if it fails half way, so an OOM in one stage never strands
+bytes in a ledger.
 """
 
 from __future__ import annotations
@@ -17,7 +18,17 @@ from simgpu.events import TaskView, with_doing
 from simgpu.ledger import Allocation, Ledger
 from simgpu.model import hostmem
 from simgpu.model.contention import FluidShare
-from simgpu.profile.resolve import ALLOC, COPY, FREE, HOST_RELEASE, WORK, Resolved, ResolvedPhase, StagePlan
+from simgpu.profile.resolve import (
+    ALLOC,
+    COPY,
+    FREE,
+    HOST_RELEASE,
+    STAGE,
+    WORK,
+    Resolved,
+    ResolvedPhase,
+    StagePlan,
+)
 from simgpu.sched.runtime import Proc
 from simgpu.sched.work import Partition
 
@@ -128,10 +139,16 @@ def run_stage(
             elif step.op == HOST_RELEASE:
                 if isinstance(part.host, Buffers):
                     part.host.release(step.buffer)
-            elif step.op == COPY:
-                assert device is not None and rt.resolved.pageable_gbps is not None
-                work, uses = hostmem.pageable_upload(step.nbytes, rt.resolved.pageable_gbps, device)
-                yield rt.fluid.submit(work * noise, uses, f"{name}: pageable upload")
+            elif step.op in (COPY, STAGE):
+                # COPY: inputs nobody pre-staged, from pageable memory; STAGE: a phase's
+                # staging, from pinned memory.
+                assert device is not None
+                pageable = step.op == COPY
+                gbps = rt.resolved.pageable_gbps if pageable else rt.resolved.h2d_gbps
+                assert gbps, f"stage {name}: a {step.op} step with no bandwidth for it"
+                work, uses = hostmem.link_upload(step.nbytes, gbps, device)
+                what = "pageable upload" if pageable else "staging upload"
+                yield rt.fluid.submit(work * noise, uses, f"{name}: {what}")
             elif step.op == WORK:
                 ph = step.phase
                 assert ph is not None

@@ -11,7 +11,7 @@ peak and its frees are decided here and nowhere else.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class ResolvedPhase:
     transient: tuple[tuple[str, int], ...]
     release: tuple[str, ...]
     uses: Mapping[str, Use]
+    #: buffers uploaded before the phase's work (Phase.staging), with their bytes
+    staging: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ class ResolvedStage:
 
 
 #: Step operations of a StagePlan.
-ALLOC, FREE, WORK, HOST_RELEASE, COPY = "alloc", "free", "work", "host_release", "copy"
+ALLOC, FREE, WORK, HOST_RELEASE, COPY, STAGE = "alloc", "free", "work", "host_release", "copy", "stage"
+GB = 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,9 @@ class Step:
     HOST_RELEASE frees one of the partition's host buffers (synthesis output, by name);
     WORK spends `phase`'s time (`stage` says whose phase: the producer's, when this stage
     must do an input's upload itself); COPY moves `nbytes` from pageable host memory to
-    the device (inputs nobody pre-staged from a pinned buffer)."""
+    the device (inputs nobody pre-staged from a pinned buffer); STAGE uploads a phase's
+    staging, `nbytes` from pinned memory over the link, before the phase's transients
+    are allocated."""
 
     op: str
     pool: str = ""
@@ -133,6 +138,9 @@ class Resolved:
     #: GB/s of a copy from pageable host memory ([hardware] h2d_pageable_gbps): what a
     #: stage uploading inputs nobody pre-staged runs at; None: such copies are not modelled.
     pageable_gbps: float | None = None
+    #: GB/s of a copy from pinned host memory ([hardware] h2d_gbps): what a phase's
+    #: staging is uploaded at.
+    h2d_gbps: float = 0.0
 
     def producer_of(self, buffer: str) -> str | None:
         for st in self.stages.values():
@@ -163,9 +171,18 @@ class Resolved:
                 # ... and the copy is from pageable memory, not a pinned staging buffer
                 steps.append(Step(COPY, "vram", nbytes=sum(size for _, size in missing), stage=name))
         for ph in st.phases:
+            work = ph
+            if ph.staging:
+                # The staging first, then the transients: a phase's MSM temporaries are
+                # allocated once its bases are on the device.  The upload is part of the
+                # phase's measured time, so its work is what is left of it.
+                staged = sum(size for _, size in ph.staging)
+                steps += [Step(ALLOC, "vram", b, size) for b, size in ph.staging]
+                steps.append(Step(STAGE, "vram", nbytes=staged, stage=name))
+                work = replace(ph, seconds=max(0.0, ph.seconds - self.staging_seconds(staged)))
             steps += [Step(ALLOC, "vram", b, size) for b, size in ph.transient]
-            steps.append(Step(WORK, phase=ph, stage=name))
-            steps += [Step(FREE, "vram", b) for b, _ in ph.transient]
+            steps.append(Step(WORK, phase=work, stage=name))
+            steps += [Step(FREE, "vram", b) for b, _ in ph.transient + ph.staging]
             for b in ph.release:
                 if b in own:
                     own.remove(b)
@@ -176,6 +193,10 @@ class Resolved:
         steps += [Step(FREE, "vram", b) for b in own]
         steps += [Step(FREE, "host", b) for b, _ in st.host_transient]
         return StagePlan(st, tuple(steps))
+
+    def staging_seconds(self, nbytes: int) -> float:
+        """Unloaded seconds of a phase's staging upload of `nbytes` (pinned, h2d_gbps)."""
+        return nbytes / (self.h2d_gbps * GB) if self.h2d_gbps > 0 else 0.0
 
     def vram_peak(self, stages: tuple[str, ...]) -> int:
         """Peak device bytes one partition holds running `stages` in order, each handed

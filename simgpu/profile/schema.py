@@ -20,7 +20,10 @@ calibrate`) says, for one machine and one prover:
   a time law (or a list of phases, each with its own), its noise, which shared resources
   it leans on and how hard (``uses``), and its footprints: buffers it leaves behind
   (``host_out``, ``vram_out``), consumes (``vram_in``), releases (``host_release``, a
-  phase's ``release``) and holds only while it runs (``transient``).
+  phase's ``release``) and holds only while it runs (``transient``).  A phase may also
+  name its ``staging``: buffers it fills from the host before its work, allocated and
+  uploaded first (over the link, from pinned memory) and held with the transients until
+  the phase ends; the transients are allocated only once the staging is on the device.
 
 Laws are small arithmetic expressions over n, N, log2(.), sqrt(.), min/max, GiB/MiB/KiB,
 and named coefficients given beside them, e.g. ``time = {law = "a + b*N*log2(N)", a =
@@ -79,13 +82,15 @@ class UseLaw:
 @dataclass(frozen=True)
 class Phase:
     """A step inside a stage with its own time and transient buffers.  `release` names
-    input buffers the stage is done with at the end of this phase."""
+    input buffers the stage is done with at the end of this phase; `staging`, buffers
+    the phase uploads before its work (see the module docstring)."""
 
     name: str
     time: Law
     transient: tuple[str, ...] = ()
     release: tuple[str, ...] = ()
     uses: Mapping[str, UseLaw] | None = None  # None: the stage's
+    staging: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,6 +192,7 @@ class Profile:
                     sized(ph.transient),
                     ph.release,
                     uses_at(ph.uses if ph.uses is not None else st.uses, n, f"[stages.{st.name}] {ph.name}"),
+                    sized(ph.staging),
                 )
                 for ph in st.phases
             )
@@ -216,6 +222,7 @@ class Profile:
             int(round(self.hardware.vram_resident(n))),
             early,
             self.hardware.h2d_pageable_gbps,
+            self.hardware.h2d_gbps,
         )
 
 
@@ -304,7 +311,7 @@ _STAGE_KEYS = {
     "transient",
     "note",
 }
-_PHASE_KEYS = {"name", "time", "transient", "release", "uses", "note"}
+_PHASE_KEYS = {"name", "time", "transient", "release", "uses", "staging", "note"}
 
 
 def _stage(name: str, t: dict[str, Any], buffers: Mapping[str, Law]) -> StageSpec:
@@ -336,6 +343,7 @@ def _stage(name: str, t: dict[str, Any], buffers: Mapping[str, Law]) -> StageSpe
                     _names(ph.get("transient"), f"{pw}.transient", buffers),
                     _names(ph.get("release"), f"{pw}.release", buffers),
                     _uses(ph["uses"], f"{pw}.uses") if "uses" in ph else None,
+                    _names(ph.get("staging"), f"{pw}.staging", buffers),
                 )
             )
     else:
@@ -366,7 +374,9 @@ def _stage(name: str, t: dict[str, Any], buffers: Mapping[str, Law]) -> StageSpe
     for b in spec.host_out + spec.host_release + spec.host_transient:
         if not b.startswith("host_"):
             raise UserError(f"{where}: {b!r} is a device buffer; host buffers start with host_")
-    for b in spec.vram_out + spec.vram_in + tuple(x for p in spec.phases for x in p.transient):
+    if on == "cpu" and any(p.staging for p in spec.phases):
+        raise UserError(f"{where}: a phase's staging is uploaded to the device; this stage runs on the cpu")
+    for b in spec.vram_out + spec.vram_in + tuple(x for p in spec.phases for x in p.transient + p.staging):
         if b.startswith("host_"):
             raise UserError(f"{where}: {b!r} is a host buffer used as device memory")
     return spec

@@ -18,7 +18,8 @@ returns::
         "prestage":  {"vram_out": ["d_a", "d_bc"], "host_release": ["host_abc"]},
         "kernels":   {"vram_in": ["d_a", "d_bc"], "vram_out": ["d_a"],
                       "phases": [{"name": "ntt", "transient": ["ntt_scratch"], "release": ["d_bc"]},
-                                 {"name": "h_msm", "transient": ["h_msm"], "release": []},
+                                 {"name": "h_msm", "staging": ["h_msm_staging"],
+                                  "transient": ["h_msm"], "release": []},
                                  ... l_msm, a_msm, b1_msm]},
         "b_g2_msm":  {"host_in": ["host_prep"]},
         "epilogue":  {"host_release": ["host_aux", "host_prep"]}},
@@ -39,22 +40,25 @@ walk the model's ledgers follow.  So `vram_out` is what the stage leaves to its 
 prestage (`prestaged=False`) allocate d_a and d_bc themselves, upload them (releasing
 host_abc) and free them at the end.
 
-A `*_msm` buffer is the peak transient of that MSM phase.  Per batch of `C` rows the
-stage holds the streamed bases (C x 96 B, unless resident), then for the ones an int32
-index (4 B each), and for the tails an index, the gathered bases (96 B) and the scalars
-(32 B), then Pippenger's temporaries.  The phase peak is over the batch with the most
-ones and the batch with the most tails.  g1_sum's own scratch (an index copy and partial
+An MSM phase's peak comes in two parts, in the order the prover allocates them: its
+staging, `*_msm_staging` (the phase's `staging`), then its temporaries, `*_msm` (its
+`transient`).  Per batch of `C` rows the stage holds the streamed bases (C x 96 B,
+unless resident), then for the ones an int32 index (4 B each), and for the tails an
+index, the gathered bases (96 B) and the scalars (32 B): the staging; then Pippenger's
+temporaries.  The phase peak is over the batch with the most ones and the batch with
+the most tails.  g1_sum's own scratch (an index copy and partial
 sums, about 11 B per point) is not in the kernels' account (`footprint` has no
 `g1_sum_device_bytes` yet; it is used as soon as it has): it never sets a phase's peak,
 the tails' MSM does.
 
 With `b_g2_on="gpu"` the b_g2_msm stage runs on the device (groth16._b_g2_on_device):
 its stage entry is then `{"on": "gpu", "host_in": ["host_prep"], "phases": [{"name":
-"b_g2_msm", "transient": ["b_g2_msm"], ...}]}`, the `b_g2_msm` buffer being the stage's
-peak: the streamed batch of G2 points (batch x 192 B), then for the batch with the most
-non-zero scalars (k of them, tails and ones together) an index (4 B each) beside the
-gathered points (192 B), then those points, their scalars (32 B) and the G2 MSM's
-temporaries.  With "cpu" (the default) the stage holds no device memory.
+"b_g2_msm", "staging": ["b_g2_msm_staging"], "transient": ["b_g2_msm"], ...}]}`, the
+two buffers being the stage's peak: the streamed batch of G2 points (batch x 192 B),
+then for the batch with the most non-zero scalars (k of them, tails and ones together)
+an index (4 B each) beside the gathered points (192 B), then those points and their
+scalars (32 B): the staging; then the G2 MSM's temporaries.  With "cpu" (the default)
+the stage holds no device memory.
 
 The counts come from a `ProverShape`: exact from a `Prepared` partition, or the expected
 values for a `CircuitSpec` of any size (`ProverShape.estimate`, no circuit built).
@@ -260,6 +264,23 @@ def _b_g2_phase(shape: ProverShape, stream_batch: int) -> tuple[int, dict[str, i
     return sum(at_peak.values()), at_peak
 
 
+def _split_staging(at_peak: dict[str, int]) -> tuple[int, int]:
+    """(temporaries, staging) bytes of an MSM phase's peak: what Pippenger allocates once
+    its inputs are on the device, and those inputs (the bases batch, gathered tails,
+    scalars, indices), which come first."""
+    temporaries = sum(v for k, v in at_peak.items() if k.endswith("_temporaries"))
+    return temporaries, sum(at_peak.values()) - temporaries
+
+
+def _staged_phase(name: str, staging: int, buffers: dict[str, int]) -> dict[str, Any]:
+    """An MSM phase: its staging (when it has any) uploaded first, then its temporaries."""
+    phase: dict[str, Any] = {"name": name, "transient": [name], "release": []}
+    if staging:
+        buffers[f"{name}_staging"] = staging
+        phase["staging"] = [f"{name}_staging"]
+    return phase
+
+
 def prover_plan(
     shape: ProverShape,
     *,
@@ -287,9 +308,10 @@ def prover_plan(
         "ntt_twiddle_build": ntt_build_bytes(n),
     }
     detail: dict[str, dict[str, int]] = {"ntt": {"ntt_scratch": buffers["ntt_scratch"]}}
+    staging: dict[str, int] = {}
     for q in MSM_PHASES:
-        peak, at_peak = _msm_phase(shape, q, stream_batch, resident_bases)
-        buffers[f"{q}_msm"] = peak
+        _, at_peak = _msm_phase(shape, q, stream_batch, resident_bases)
+        buffers[f"{q}_msm"], staging[f"{q}_msm"] = _split_staging(at_peak)
         detail[f"{q}_msm"] = at_peak
     # The NTT tables of this domain size stay cached on the device after the first
     # compute_h (the plan is the steady state; a first call also builds them, transiently
@@ -308,7 +330,7 @@ def prover_plan(
     buffers["host_srs_g2"] = shape.lengths["b1"] * G2_AFFINE_BYTES
     resident_host.append("host_srs_g2")
 
-    msm_phases = [{"name": f"{q}_msm", "transient": [f"{q}_msm"], "release": []} for q in MSM_PHASES]
+    msm_phases = [_staged_phase(f"{q}_msm", staging[f"{q}_msm"], buffers) for q in MSM_PHASES]
     ntt_phase = {
         "name": "ntt",
         "transient": ["ntt_scratch"],
@@ -317,12 +339,9 @@ def prover_plan(
     }
     b_g2: dict[str, Any] = {"host_in": ["host_prep"]}
     if b_g2_on == "gpu":
-        buffers["b_g2_msm"], detail["b_g2_msm"] = _b_g2_phase(shape, stream_batch)
-        b_g2 = {
-            "on": "gpu",
-            "host_in": ["host_prep"],
-            "phases": [{"name": "b_g2_msm", "transient": ["b_g2_msm"], "release": []}],
-        }
+        _, detail["b_g2_msm"] = _b_g2_phase(shape, stream_batch)
+        buffers["b_g2_msm"], staged = _split_staging(detail["b_g2_msm"])
+        b_g2 = {"on": "gpu", "host_in": ["host_prep"], "phases": [_staged_phase("b_g2_msm", staged, buffers)]}
     stages = {
         "synthesis": {"host_out": ["host_abc", "host_aux"]},
         "prep": {"host_out": ["host_prep"]},
@@ -420,6 +439,7 @@ def footprint_tables(plan: dict[str, Any]) -> tuple[dict[str, int], dict[str, di
                     "name": ph["name"],
                     "transient": list(ph.get("transient", [])),
                     "release": list(ph.get("release", [])),
+                    **({"staging": list(ph["staging"])} if ph.get("staging") else {}),
                 }
                 for ph in st["phases"]
             ]
