@@ -153,7 +153,7 @@ def measure(args: argparse.Namespace) -> None:
             for (label, _, design, gw, j, _), repeat in members:
                 cfg = config_of(args, gw, j, cap)
                 ex.verified.clear()
-                flushes = _flushes(ex)
+                flushes, shortfalls = _flushes(ex), len(_shortfalls(ex))
                 t = time.perf_counter()
                 result = RealRuntime(ex, cfg, wl, seed=repeat).run(resolve_design(design).fn)
                 ok = ex.verified
@@ -181,6 +181,9 @@ def measure(args: argparse.Namespace) -> None:
                         "measured": doc,
                         # the pool's cache given back under memory pressure (CupyDevice.flush)
                         "pool_flushes": _flushes(ex) - flushes,
+                        # at each failure a flush did not cure: the pool's bytes in arrays
+                        # and in its cache (CupyDevice.shortfalls)
+                        "pool_shortfalls": _shortfalls(ex)[shortfalls:],
                     }
                 )
                 print(
@@ -195,6 +198,11 @@ def measure(args: argparse.Namespace) -> None:
                 Path(args.json).write_text(json.dumps(out, indent=1, default=float))
         finally:
             ex.close()
+
+
+def _shortfalls(ex: Any) -> list[dict[str, int]]:
+    """Every device's record of failures a flush did not cure, in order ([] without a pool)."""
+    return [x for b in ex.backends for x in getattr(b, "shortfalls", [])]
 
 
 def _flushes(ex: Any) -> int:

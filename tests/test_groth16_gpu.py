@@ -225,6 +225,34 @@ def test_a_capped_pool_gives_its_cache_back_only_when_short(key_dir: Path) -> No
         backend.set_vram_limit(None)
 
 
+def test_a_cap_counts_the_free_part_of_a_split_block() -> None:
+    """CuPy's pool serves a small array from a larger cached block by splitting it, and
+    a flush gives back only whole blocks: the free rest of a split block stays cached and
+    counts against the cap.  So a request larger than that rest fails although the live
+    arrays leave room for it, and the shortfall record says where the bytes were."""
+    MiB = 1 << 20
+    backend = cupy_backend()
+    backend.flush()
+    try:
+        backend.set_vram_limit(backend.pool.total_bytes() + 96 * MiB)
+        big = backend.alloc("big", (16 * MiB,), np.uint32)  # 64 MiB, its own block
+        backend.free(big)
+        del big
+        total = backend.pool.total_bytes()
+        small = backend.alloc("small", (2 * MiB,), np.uint32)  # 8 MiB
+        assert backend.pool.total_bytes() == total  # split from the cached block, no new one
+        live = backend.pool.used_bytes()
+        with pytest.raises(VramExhausted):
+            backend.alloc("more", (15 * MiB,), np.uint32)  # 60 MiB: 88 left beside the arrays
+        last = backend.shortfalls[-1]
+        assert last["in_arrays"] == live
+        assert last["cached"] >= 56 * MiB  # the split block's free rest
+        backend.free(small)
+    finally:
+        backend.set_vram_limit(None)
+        backend.flush()
+
+
 def test_setup_on_gpu_matches_setup_on_cpu() -> None:
     spec = CircuitSpec(log_constraints=8, public_inputs=2, seed=5)
     gpu_pk, gpu_vk = setup(spec, seed=3, backend=cupy_backend())

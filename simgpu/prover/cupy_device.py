@@ -69,6 +69,9 @@ class CupyDevice:
         self.live = LiveBuffers()
         #: cache flushes under memory pressure since this device was made (see flush)
         self.flushes = 0
+        #: at each allocation that failed even after a flush: the pool's bytes in live
+        #: arrays and in its cache (see _note_shortfall)
+        self.shortfalls: list[dict[str, int]] = []
 
     # --- memory -----------------------------------------------------------------------
     def _exhausted(self, name: str, err: BaseException, free: int) -> VramExhausted:
@@ -114,10 +117,21 @@ class CupyDevice:
             return fn()
         except oom as e:
             free = self._free_now()  # before the failed call's buffers go back
+            self._note_shortfall()
             traceback.clear_frames(e.__traceback__)
             err = self._exhausted(name, e, free)
         # Raised outside the except block: no traceback keeps the failed call's arrays alive.
         raise err
+
+    def _note_shortfall(self) -> None:
+        """Record how the pool's bytes split at a failure that a flush did not cure: in
+        live arrays, and in its cache.  free_all_blocks gives back only whole cached
+        blocks, so what stays cached after a flush is the free part of blocks split
+        between arrays (or blocks other workers freed since): bytes the cap counts that
+        no array holds, which the model's ledger does not have."""
+        used, total = int(self.pool.used_bytes()), int(self.pool.total_bytes())
+        with self._cache_lock:
+            self.shortfalls.append({"in_arrays": used, "cached": total - used})
 
     def flush(self) -> None:
         """Give the pool's cache of freed blocks back to the driver.  Each cudaFree waits
