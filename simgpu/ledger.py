@@ -85,6 +85,7 @@ class Allocation:
     proof: int | None = None
     partition: int | None = None
     t: float | None = None
+    chunk: Any = None  # its place in the ledger's device pool, where it has one
 
     def release(self) -> None:
         self.ledger.release(self)
@@ -108,6 +109,9 @@ class Ledger:
     """Capacity, resident bytes (context, pinned SRS...) and live allocations of one pool.
 
     `clock` (optional) stamps every change so that `history` can draw memory over time.
+    `allocator` (optional): a caching pool (simgpu.model.devicepool) that decides what
+    fits and what is free, its cached bytes counted against the capacity; `used`, the
+    peak and the history stay the bytes allocations hold.
     """
 
     pool: str
@@ -115,6 +119,7 @@ class Ledger:
     resident: int = 0
     error: type[OutOfMemory] = VramExhausted
     clock: Callable[[], float] | None = None
+    allocator: Any = None
     used: int = field(init=False)
     peak: int = field(init=False)
     history: list[tuple[float, int]] = field(init=False, default_factory=list)
@@ -132,6 +137,8 @@ class Ledger:
 
     @property
     def free(self) -> int:
+        if self.allocator is not None:
+            return max(0, self.capacity - self.resident - self.allocator.reserved)
         return self.capacity - self.used
 
     @property
@@ -156,7 +163,12 @@ class Ledger:
         if not where:
             where = current_holder()
         t = where.pop("t", None)
-        if nbytes > self.free:
+        if self.allocator is not None:
+            chunk = self.allocator.malloc(nbytes)
+            short = chunk is None
+        else:
+            chunk, short = None, nbytes > self.free
+        if short:
             raise self.error(
                 self.pool, nbytes, self.free, self.capacity, buffer=tag, holders=self.holders(), **where
             )
@@ -174,6 +186,7 @@ class Ledger:
             where.get("proof"),
             where.get("partition"),
             t,
+            chunk,
         )
         self._live[a] = None
         self.used += nbytes
@@ -189,6 +202,8 @@ class Ledger:
         a.live = False
         del self._live[a]
         self.used -= a.nbytes
+        if a.chunk is not None:
+            self.allocator.free(a.chunk)
         self._stamp()
 
     def _stamp(self, t: float | None = None) -> None:
@@ -201,8 +216,8 @@ class Ledger:
                 self.history.append((t, self.used))
 
 
-def vram_ledger(device: int, capacity: int, resident: int = 0, clock=None) -> Ledger:
-    return Ledger(f"gpu{device}", capacity, resident, VramExhausted, clock)
+def vram_ledger(device: int, capacity: int, resident: int = 0, clock=None, allocator=None) -> Ledger:
+    return Ledger(f"gpu{device}", capacity, resident, VramExhausted, clock, allocator)
 
 
 def host_ledger(capacity: int, resident: int = 0, clock=None) -> Ledger:

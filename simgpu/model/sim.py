@@ -24,6 +24,7 @@ from simgpu.events import RunResult, TaskView, doing_text
 from simgpu.ledger import host_ledger, vram_ledger
 from simgpu.model import hostmem
 from simgpu.model.contention import FluidShare
+from simgpu.model.devicepool import POOLS
 from simgpu.model.interpreter import Buffers, run_stage
 from simgpu.model.primitives import Signal, SimLock, SimQueue, SimSemaphore
 from simgpu.profile import Profile, ResolvedPhase
@@ -75,7 +76,10 @@ class SimRuntime(RuntimeBase):
                     f"on the device in profile {profile.name}"
                 )
         now = self.now
-        self.vram = [vram_ledger(d, vram, resident, clock=now) for d, vram in enumerate(vrams)]
+        self.vram = [
+            vram_ledger(d, vram, resident, now, self._pool(config.vram_of(d), vram - resident))
+            for d, vram in enumerate(vrams)
+        ]
         self.host = host_ledger(host_ram, hw.host_resident, clock=now)
         # One driver process drives every device: one interpreter lock, one result channel.
         capacity: dict[Any, float] = {
@@ -127,6 +131,13 @@ class SimRuntime(RuntimeBase):
                 f"{self.resolved.partition_estimate / 2**30:.1f} GiB of host budget but "
                 f"{profile.name} has {self._host_budget / 2**30:.1f} GiB: {too_big}"
             )
+
+    def _pool(self, cap: int | None, limit: int) -> Any:
+        """The device's allocator under a cap (None: the exact ledger).  Uncapped, a
+        caching pool grows into the whole card and hands out what it caches again, so
+        the exact ledger answers the same."""
+        kind = self.profile.hardware.vram_pool
+        return None if cap is None or kind == "exact" else POOLS[kind](limit)
 
     # ------------------------------------------------------------ RuntimeBase
 

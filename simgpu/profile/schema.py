@@ -5,7 +5,8 @@ calibrate`) says, for one machine and one prover:
 
 * ``[hardware]``: GPU, VRAM and what is resident on it, cores, host RAM and what is
   resident there (pinned SRS...), host memory bandwidth, host-to-device bandwidth (from
-  pinned memory, and optionally from pageable memory: ``h2d_pageable_gbps``);
+  pinned memory, and optionally from pageable memory: ``h2d_pageable_gbps``), and the
+  device allocator a VRAM cap meets (``vram_pool``: "exact", or CuPy's "caching" pool);
 * ``[contention.RESOURCE]``: optionally, how a shared resource is shared: its law
   (``law = "conserved"``, or the default ``"proportional"``) and its efficiency loss past a
   knee (``knee``, ``loss``): model.contention's laws;
@@ -120,6 +121,10 @@ class Hardware:
     #: Copies from pageable (unpinned) host memory, as a stage that allocates and fills
     #: its own device inputs makes them; None: as fast as pinned ones (h2d_gbps).
     h2d_pageable_gbps: float | None = None
+    #: The device allocator under a VRAM cap: "exact" (a buffer's bytes and nothing
+    #: more) or "caching" (CuPy's pool: blocks cut to size, their free rests counted
+    #: against the cap; simgpu.model.devicepool).
+    vram_pool: str = "exact"
 
 
 @dataclass(frozen=True)
@@ -390,6 +395,15 @@ def _rate(t: dict[str, Any], key: str) -> float:
     return float(v)
 
 
+def _vram_pool(v: Any) -> str:
+    from simgpu.model.devicepool import POOLS
+
+    if v != "exact" and v not in POOLS:
+        known = ", ".join(["exact", *POOLS])
+        raise UserError(f"profile: [hardware] vram_pool must be one of {known}, got {v!r}")
+    return str(v)
+
+
 def _hardware(t: Any) -> Hardware:
     if not isinstance(t, dict):
         raise UserError("profile: missing [hardware]")
@@ -409,6 +423,7 @@ def _hardware(t: Any) -> Hardware:
             h2d_pageable_gbps=_rate(t, "h2d_pageable_gbps")
             if t.get("h2d_pageable_gbps") is not None
             else None,
+            vram_pool=_vram_pool(t.get("vram_pool", "exact")),
         )
     except KeyError as e:
         raise UserError(f"profile: [hardware] needs {e.args[0]}") from None

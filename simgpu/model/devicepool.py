@@ -1,0 +1,114 @@
+"""A caching device allocator, as CuPy's memory pool is one: where a capped card's bytes go
+that no array holds.
+
+Think of a cloakroom that buys its rails whole and cuts them to size.  A coat takes the
+shortest free stretch of rail it fits on (best fit); what is left of that stretch stays
+free beside it, on the same rail.  A rail goes back to the shop only when nothing hangs
+on it at all, and only when the cloakroom runs out of room for a new one.  Under a cap
+the room counted is every rail bought, so a coat can be turned away though the free
+stretches, added up, are longer than it: they are on rails that something else still
+hangs on.
+
+That is CuPy's pool (`cupy.cuda.MemoryPool` on one stream): an allocation is served
+from the smallest cached chunk at least its size, split when larger; a freed chunk merges
+with the free chunks beside it in its block; a new block (cudaMalloc) is made only when
+no cached chunk fits, and when the cap would be passed the pool first gives back the
+blocks that are wholly free (`free_all_blocks`, which the prover's own flush repeats:
+simgpu.prover.cupy_device), then fails.  The ledger (simgpu.ledger) keeps counting live
+bytes (what a peak reports); this pool decides whether an allocation fits, and what the
+card has left (`reserved` against the cap).
+
+Extension point: another allocator (an exact one: cudaMalloc per buffer; a pool with a
+release threshold) is a class with the same three methods, `malloc`, `free`, `reserved`,
+named by a profile's ``[hardware] vram_pool``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: CuPy rounds every allocation up to this many bytes.
+UNIT = 512
+
+
+@dataclass(eq=False, slots=True)
+class Chunk:
+    """A stretch of one block: `offset` and `size` in bytes, free or holding an array."""
+
+    block: int
+    offset: int
+    size: int
+    free: bool = False
+
+
+class CachingPool:
+    """Blocks bought whole and cut to size (see the module docstring).  `limit`: the
+    bytes the pool may reserve in all (the cap less what is resident)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = int(limit)
+        self.reserved = 0  # bytes in blocks, free stretches included
+        self._blocks: dict[int, list[Chunk]] = {}  # block -> its chunks by offset
+        self._next_block = 0
+
+    @property
+    def cached(self) -> int:
+        """Reserved bytes no array holds."""
+        return sum(c.size for chunks in self._blocks.values() for c in chunks if c.free)
+
+    def malloc(self, nbytes: int) -> Chunk | None:
+        """A chunk for `nbytes`, or None where the cap leaves no room even after the
+        wholly free blocks are given back."""
+        size = max(UNIT, -(-int(nbytes) // UNIT) * UNIT)
+        chunk = self._best_fit(size)
+        if chunk is None:
+            if self.reserved + size > self.limit:
+                self.release_free_blocks()
+                if self.reserved + size > self.limit:
+                    return None
+            chunk = Chunk(self._next_block, 0, size, free=True)
+            self._blocks[self._next_block] = [chunk]
+            self._next_block += 1
+            self.reserved += size
+        return self._take(chunk, size)
+
+    def free(self, chunk: Chunk) -> None:
+        """Give `chunk` back to its block, merged with the free chunks beside it."""
+        chunks = self._blocks[chunk.block]
+        i = chunks.index(chunk)
+        chunk.free = True
+        if i + 1 < len(chunks) and chunks[i + 1].free:
+            chunk.size += chunks.pop(i + 1).size
+        if i > 0 and chunks[i - 1].free:
+            chunks[i - 1].size += chunks.pop(i).size
+
+    def release_free_blocks(self) -> int:
+        """Give back every block nothing is allocated in (free_all_blocks); the bytes."""
+        whole = [b for b, chunks in self._blocks.items() if len(chunks) == 1 and chunks[0].free]
+        freed = sum(self._blocks.pop(b)[0].size for b in whole)
+        self.reserved -= freed
+        return freed
+
+    def _best_fit(self, size: int) -> Chunk | None:
+        """The smallest free chunk of at least `size` bytes (the oldest block first)."""
+        best = None
+        for chunks in self._blocks.values():
+            for c in chunks:
+                if c.free and c.size >= size and (best is None or c.size < best.size):
+                    best = c
+        return best
+
+    def _take(self, chunk: Chunk, size: int) -> Chunk:
+        """Allocate the first `size` bytes of free `chunk`; the rest stays free."""
+        chunk.free = False
+        if chunk.size > size:
+            chunks = self._blocks[chunk.block]
+            rest = Chunk(chunk.block, chunk.offset + size, chunk.size - size, free=True)
+            chunks.insert(chunks.index(chunk) + 1, rest)
+            chunk.size = size
+        return chunk
+
+
+#: ``[hardware] vram_pool`` values: "exact" (no pool: a buffer's bytes and nothing more,
+#: as cudaMalloc per buffer) and the caching pools.
+POOLS = {"caching": CachingPool}

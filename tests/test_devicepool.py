@@ -1,0 +1,112 @@
+"""The caching device pool (simgpu.model.devicepool), as CuPy's pool behaves under a cap:
+worked by hand, then as properties against the exact ledger.  The first case is the one
+tests/test_groth16_gpu.py::test_a_cap_counts_the_free_part_of_a_split_block runs on the
+card."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import simulate, tiny_profile
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simgpu.config import PipelineConfig
+from simgpu.errors import UserError, VramExhausted
+from simgpu.ledger import vram_ledger
+from simgpu.model.devicepool import UNIT, CachingPool
+from simgpu.model.sim import SimRuntime
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def test_the_free_rest_of_a_split_block_counts_against_the_cap():
+    """96 MiB cap: a 64 MiB block freed, 8 MiB cut from it; 60 MiB fits beside the 8 MiB
+    of arrays (88 free) but not in the pool: the block's 56 MiB rest is too short, the
+    block is not wholly free so it cannot go back, and a new block would pass the cap."""
+    pool = CachingPool(96 * MiB)
+    big = pool.malloc(64 * MiB)
+    pool.free(big)
+    small = pool.malloc(8 * MiB)
+    assert pool.reserved == 64 * MiB and pool.cached == 56 * MiB
+    assert pool.malloc(60 * MiB) is None
+    pool.free(small)  # the block is whole again: its 64 MiB serve 60 without a new block
+    assert pool.malloc(60 * MiB) is not None and pool.reserved == 64 * MiB
+
+
+def test_wholly_free_blocks_go_back_when_a_new_one_would_pass_the_cap():
+    pool = CachingPool(96 * MiB)
+    pool.free(pool.malloc(64 * MiB))
+    assert pool.malloc(90 * MiB) is not None  # the 64 MiB block given back first
+    assert pool.reserved == 90 * MiB and pool.cached == 0
+
+
+def test_best_fit_takes_the_shortest_free_stretch_and_merges_neighbours():
+    pool = CachingPool(1 << 40)
+    a, b, c = pool.malloc(10 * MiB), pool.malloc(4 * MiB), pool.malloc(6 * MiB)  # three blocks
+    pool.free(a)
+    pool.free(c)
+    got = pool.malloc(5 * MiB)
+    assert got.block == c.block  # 6 MiB is the shortest stretch that fits 5
+    pool.free(got)
+    assert [x.size for x in pool._blocks[c.block]] == [6 * MiB]  # merged back whole
+    assert pool.malloc(1).size == UNIT  # rounded up as CuPy rounds
+    pool.free(b)
+
+
+def test_a_ledger_with_the_pool_refuses_and_names_what_the_cap_has_left():
+    led = vram_ledger(0, 100 * MiB, 4 * MiB, allocator=CachingPool(96 * MiB))
+    led.alloc(64 * MiB, "big").release()
+    led.alloc(8 * MiB, "small")
+    assert led.live == 8 * MiB and led.free == 32 * MiB  # 96 less the 64 MiB block
+    with pytest.raises(VramExhausted) as e:
+        led.alloc(60 * MiB, "more")
+    assert e.value.free == 32 * MiB and e.value.requested == 60 * MiB
+    assert [h["buffer"] for h in e.value.holders] == ["small"]
+
+
+def test_the_model_puts_the_pool_under_a_cap_only():
+    """Uncapped, a caching pool grows into the whole card and hands its cache out again,
+    so the run is the exact ledger's; capped, the device's ledger allocates through a
+    pool whose limit is the cap less what is resident (1 GiB on tiny)."""
+    caching = tiny_profile(hardware={"vram_pool": "caching"})
+    cfg = PipelineConfig().with_overrides(proofs=1, concurrency=1)
+    wl = caching.workload()
+    assert SimRuntime(caching, cfg, wl).vram[0].allocator is None
+    capped = SimRuntime(caching, cfg.with_overrides(vram=6 * GiB), wl).vram[0].allocator
+    assert isinstance(capped, CachingPool) and capped.limit == 5 * GiB
+    _, s_exact = simulate(tiny_profile(), "single-lock", proofs=2, concurrency=2)
+    _, s_caching = simulate(caching, "single-lock", proofs=2, concurrency=2)
+    assert s_caching.makespan == s_exact.makespan and s_caching.completed == 2
+
+
+def test_an_unknown_pool_is_a_one_line_error():
+    with pytest.raises(UserError, match="vram_pool must be one of exact, caching"):
+        tiny_profile(hardware={"vram_pool": "magic"})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 48)), min_size=1, max_size=60))
+def test_the_pool_never_admits_what_the_cap_cannot_hold(ops):
+    """Random allocations (MiB) and frees: the pool's reserved bytes stay within its
+    limit and above what its arrays hold, and it never admits an allocation the exact
+    ledger would refuse (caching can only cost room)."""
+    limit = 64 * MiB
+    pool = CachingPool(limit)
+    held: list = []
+    for alloc, size in ops:
+        if alloc or not held:
+            got = pool.malloc(size * MiB)
+            live = sum(c.size for c in held)
+            if got is not None:
+                assert live + got.size <= limit
+                held.append(got)
+        else:
+            pool.free(held.pop(size % len(held)))
+        live = sum(c.size for c in held)
+        assert live <= pool.reserved <= limit
+        assert pool.cached == pool.reserved - live
+    for c in held:
+        pool.free(c)
+    pool.release_free_blocks()
+    assert pool.reserved == 0
