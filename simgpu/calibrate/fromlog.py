@@ -51,7 +51,7 @@ from simgpu.calibrate.cuzklog import (
     CuzkLog,
     read_log,
 )
-from simgpu.calibrate.refit import _inline_laws
+from simgpu.calibrate.refit import inline_laws
 from simgpu.config import PipelineConfig, Workload, load_toml, read_config_table
 from simgpu.errors import UserError
 from simgpu.model import hostmem
@@ -1348,7 +1348,7 @@ class _Doc:
     """The base profile's document, rewritten with what the log fitted."""
 
     def __init__(self, raw: dict[str, Any], prof: Profile, n: int) -> None:
-        self.doc = _inline_laws(copy.deepcopy(raw))
+        self.doc = inline_laws(copy.deepcopy(raw))
         self.doc.pop("calibration", None)  # the base's measurements are not this profile's
         self.prof, self.n = prof, n
         self.stages = self.doc["stages"]

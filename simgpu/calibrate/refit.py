@@ -116,14 +116,14 @@ def restage_footprints(doc: dict[str, Any], stream_batch: int = 1 << 22) -> list
     return split
 
 
-def _inline_laws(doc: Any, key: str = "") -> Any:
+def inline_laws(doc: Any, key: str = "") -> Any:
     """A profile read back from TOML, with laws and resource uses marked inline again."""
     if isinstance(doc, dict):
         if key == "uses" or "law" in doc or "points" in doc:
-            return Inline({k: _inline_laws(v, k) for k, v in doc.items()})
-        return {k: _inline_laws(v, k) for k, v in doc.items()}
+            return Inline({k: inline_laws(v, k) for k, v in doc.items()})
+        return {k: inline_laws(v, k) for k, v in doc.items()}
     if isinstance(doc, list):
-        return [_inline_laws(v) for v in doc]
+        return [inline_laws(v) for v in doc]
     return doc
 
 
@@ -169,7 +169,7 @@ def refit_profile(
         header += "\n[calibration.contention] added from the lease's calibrate log."
     if restaged:
         header += f"\nFootprints split into staging and temporaries: {', '.join(restaged)}."
-    out.write_text(dumps(_inline_laws(doc), header))
+    out.write_text(dumps(inline_laws(doc), header))
     return errors
 
 
