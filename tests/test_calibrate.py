@@ -80,9 +80,9 @@ def test_points_law_follows_its_law_beyond_the_measured_sizes():
 
 def test_toml_writer_round_trips_a_profile():
     doc = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
-    from simgpu.calibrate.refit import _inline_laws
+    from simgpu.calibrate.refit import inline_laws
 
-    assert tomllib.loads(dumps(_inline_laws(doc))) == doc
+    assert tomllib.loads(dumps(inline_laws(doc))) == doc
     assert tomllib.loads(dumps({"a": Inline(law="n", b=1.5)})) == {"a": {"law": "n", "b": 1.5}}
 
 

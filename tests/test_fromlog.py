@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from simgpu.calibrate.cuzklog import read_log
 from simgpu.calibrate.fromlog import fit_from_log
-from simgpu.calibrate.refit import _inline_laws
+from simgpu.calibrate.refit import inline_laws
 from simgpu.cli import app, main
 from simgpu.config import PipelineConfig, Workload
 from simgpu.model.montecarlo import predict
@@ -192,13 +192,13 @@ def test_a_term_the_base_lacks_is_added_where_the_log_shows_it(tmp_path):
     raw["hardware"]["cpu_cores"] = 16
     raw["stages"]["synthesis"]["uses"]["cores"] = {"demand": 4, "bound": 0.0}
     base_path = tmp_path / "base.toml"
-    base_path.write_text(dumps(_inline_laws(raw)))
+    base_path.write_text(dumps(inline_laws(raw)))
     for ph in raw["stages"]["kernels"]["phases"]:
         device = {r: {"demand": u["demand"], "bound": 0.6 * u["bound"]} for r, u in ph["uses"].items()}
         ph["uses"] = device | {"cores": {"demand": 1, "bound": 0.4}}
     raw["stages"]["prestage"]["uses"] = {"cores": {"demand": 1, "bound": 0.4}}
     truth_path = tmp_path / "truth.toml"
-    truth_path.write_text(dumps(_inline_laws(raw)))
+    truth_path.write_text(dumps(inline_laws(raw)))
     truth = load_profile(truth_path)
     design = resolve_design("single-lock")
 
