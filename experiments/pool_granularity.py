@@ -1,7 +1,7 @@
 """How much a capped card loses to CuPy's pool, by the grain at which the model allocates.
 
 Under a cap, CuPy's pool counts the free rest of every split block against the limit
-(simgpu.model.devicepool); the ninth lease's shortfall records measured 533-597 MiB so
+(simgpu.devicepool); the ninth lease's shortfall records measured 533-597 MiB so
 held at two-lock-reserve's failures at 2500 MiB, beside 1856 MiB of arrays.  How much a
 model loses that way depends on the grain of its allocations: the same bytes cut in
 fewer, larger buffers fragment more.  This script predicts the measured capped

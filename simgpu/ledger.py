@@ -109,7 +109,7 @@ class Ledger:
     """Capacity, resident bytes (context, pinned SRS...) and live allocations of one pool.
 
     `clock` (optional) stamps every change so that `history` can draw memory over time.
-    `allocator` (optional): a caching pool (simgpu.model.devicepool) that decides what
+    `allocator` (optional): a caching pool (simgpu.devicepool) that decides what
     fits and what is free, its cached bytes counted against the capacity; `used`, the
     peak and the history stay the bytes allocations hold.
     """

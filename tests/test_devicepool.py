@@ -1,4 +1,4 @@
-"""The caching device pool (simgpu.model.devicepool), as CuPy's pool behaves under a cap:
+"""The caching device pool (simgpu.devicepool), as CuPy's pool behaves under a cap:
 worked by hand, then as properties against the exact ledger.  The first case is the one
 tests/test_groth16_gpu.py::test_a_cap_counts_the_free_part_of_a_split_block runs on the
 card."""
@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simgpu.config import PipelineConfig
+from simgpu.devicepool import UNIT, CachingPool
 from simgpu.errors import UserError, VramExhausted
 from simgpu.ledger import vram_ledger
-from simgpu.model.devicepool import UNIT, CachingPool
 from simgpu.model.sim import SimRuntime
 
 MiB = 1 << 20

@@ -19,12 +19,12 @@ from typing import Any
 import simpy
 
 from simgpu.config import PipelineConfig, Workload
+from simgpu.devicepool import POOLS
 from simgpu.errors import Deadlock, DesignError, SimgpuError, UserError
 from simgpu.events import RunResult, TaskView, doing_text
 from simgpu.ledger import host_ledger, vram_ledger
 from simgpu.model import hostmem
 from simgpu.model.contention import FluidShare
-from simgpu.model.devicepool import POOLS
 from simgpu.model.interpreter import Buffers, run_stage
 from simgpu.model.primitives import Signal, SimLock, SimQueue, SimSemaphore
 from simgpu.profile import Profile, ResolvedPhase

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from simgpu.config import Workload, load_toml
+from simgpu.devicepool import POOLS
 from simgpu.errors import UserError
 from simgpu.profile.laws import Law, PointsLaw
 from simgpu.profile.resolve import Resolved, ResolvedPhase, ResolvedStage, Use
@@ -123,7 +124,7 @@ class Hardware:
     h2d_pageable_gbps: float | None = None
     #: The device allocator under a VRAM cap: "exact" (a buffer's bytes and nothing
     #: more) or "caching" (CuPy's pool: blocks cut to size, their free rests counted
-    #: against the cap; simgpu.model.devicepool).
+    #: against the cap; simgpu.devicepool).
     vram_pool: str = "exact"
 
 
@@ -396,8 +397,6 @@ def _rate(t: dict[str, Any], key: str) -> float:
 
 
 def _vram_pool(v: Any) -> str:
-    from simgpu.model.devicepool import POOLS
-
     if v != "exact" and v not in POOLS:
         known = ", ".join(["exact", *POOLS])
         raise UserError(f"profile: [hardware] vram_pool must be one of {known}, got {v!r}")

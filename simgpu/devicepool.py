@@ -14,9 +14,10 @@ from the smallest cached chunk at least its size, split when larger; a freed chu
 with the free chunks beside it in its block; a new block (cudaMalloc) is made only when
 no cached chunk fits, and when the cap would be passed the pool first gives back the
 blocks that are wholly free (`free_all_blocks`, which the prover's own flush repeats:
-simgpu.prover.cupy_device), then fails.  The ledger (simgpu.ledger) keeps counting live
-bytes (what a peak reports); this pool decides whether an allocation fits, and what the
-card has left (`reserved` against the cap).
+simgpu.prover.cupy_device), then fails.  The ledger beside it (simgpu.ledger) keeps
+counting live bytes (what a peak reports); this pool decides whether an allocation fits,
+and what the card has left (`reserved` against the cap).  The model's runtime gives a
+capped device's ledger one (simgpu.model.sim).
 
 Extension point: another allocator (an exact one: cudaMalloc per buffer; a pool with a
 release threshold) is a class with the same three methods, `malloc`, `free`, `reserved`,
