@@ -80,9 +80,10 @@ def test_the_model_puts_the_pool_under_a_cap_only():
     assert s_caching.makespan == s_exact.makespan and s_caching.completed == 2
 
 
-def test_an_unknown_pool_is_a_one_line_error():
+@pytest.mark.parametrize("value", ["magic", 3, ["caching"]])
+def test_an_unknown_pool_is_a_one_line_error(value):
     with pytest.raises(UserError, match="vram_pool must be one of exact, caching"):
-        tiny_profile(hardware={"vram_pool": "magic"})
+        tiny_profile(hardware={"vram_pool": value})
 
 
 @settings(max_examples=200, deadline=None)

@@ -397,7 +397,7 @@ def _rate(t: dict[str, Any], key: str) -> float:
 
 
 def _vram_pool(v: Any) -> str:
-    if v != "exact" and v not in POOLS:
+    if not isinstance(v, str) or (v != "exact" and v not in POOLS):
         known = ", ".join(["exact", *POOLS])
         raise UserError(f"profile: [hardware] vram_pool must be one of {known}, got {v!r}")
     return str(v)
