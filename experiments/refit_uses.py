@@ -40,16 +40,13 @@ def main() -> None:
     ap.add_argument("--log", help="calibrate's log, for a profile without [calibration.contention]")
     ap.add_argument("--out", required=True)
     ap.add_argument("--gil", action="store_true", help="fit the interpreter lock's uses too")
-    ap.add_argument(
-        "--staged", action="store_true", help="split the MSM footprints into staging and temporaries"
-    )
     args = ap.parse_args()
     src = Path(args.profile)
     has = "contention" in tomllib.loads(src.read_text())["calibration"]
     if not has and not args.log:
         raise SystemExit(f"{src} has no [calibration.contention]: give --log, the lease's calibrate log")
     record = None if has else contention_from_log(Path(args.log).read_text())
-    refit_profile(src, Path(args.out), uses=True, contention=record, gil=args.gil, staged=args.staged)
+    refit_profile(src, Path(args.out), uses=True, contention=record, gil=args.gil)
     print(f"wrote {args.out}")
 
 

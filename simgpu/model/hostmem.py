@@ -16,9 +16,7 @@ from collections.abc import Hashable
 
 from simgpu.model.contention import Thrash
 from simgpu.profile import Profile
-
-#: Bytes per GB, as bandwidths are given (GB/s).
-GB = 1e9
+from simgpu.profile.resolve import link_seconds
 
 
 def links(devices: int) -> dict[Hashable, Hashable]:
@@ -52,4 +50,4 @@ def link_upload(
     """A copy of `nbytes` from host memory to `device` at `gbps` (pageable or pinned):
     (seconds at full speed, fluid uses).  The copy is bound by the link alone, drawing
     `gbps` from it (and, through it, from host memory)."""
-    return nbytes / (gbps * GB), ((("h2d", device), gbps, 1.0),)
+    return link_seconds(nbytes, gbps), ((("h2d", device), gbps, 1.0),)

@@ -57,7 +57,13 @@ class ResolvedStage:
 
 #: Step operations of a StagePlan.
 ALLOC, FREE, WORK, HOST_RELEASE, COPY, STAGE = "alloc", "free", "work", "host_release", "copy", "stage"
+#: Bytes per GB, as bandwidths are given (GB/s).
 GB = 1e9
+
+
+def link_seconds(nbytes: int, gbps: float) -> float:
+    """Seconds a copy of `nbytes` over the host-to-device link takes at `gbps`, unloaded."""
+    return nbytes / (gbps * GB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +202,7 @@ class Resolved:
 
     def staging_seconds(self, nbytes: int) -> float:
         """Unloaded seconds of a phase's staging upload of `nbytes` (pinned, h2d_gbps)."""
-        return nbytes / (self.h2d_gbps * GB) if self.h2d_gbps > 0 else 0.0
+        return link_seconds(nbytes, self.h2d_gbps) if self.h2d_gbps > 0 else 0.0
 
     def vram_peak(self, stages: tuple[str, ...]) -> int:
         """Peak device bytes one partition holds running `stages` in order, each handed

@@ -273,7 +273,8 @@ def _split_staging(at_peak: dict[str, int]) -> tuple[int, int]:
 
 
 def _staged_phase(name: str, staging: int, buffers: dict[str, int]) -> dict[str, Any]:
-    """An MSM phase: its staging (when it has any) uploaded first, then its temporaries."""
+    """An MSM phase: its staging (when it has any) uploaded first, then its temporaries.
+    A staging buffer is added to `buffers` under the phase's name + "_staging"."""
     phase: dict[str, Any] = {"name": name, "transient": [name], "release": []}
     if staging:
         buffers[f"{name}_staging"] = staging
