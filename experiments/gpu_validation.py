@@ -41,6 +41,7 @@ from simgpu.sched.registry import resolve_design
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
 STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
+STAGE_TARGET = 0.10  # issue #19: each GPU stage's mean under concurrency within 10%
 
 #: (label, log2 size, design, GPU workers, concurrency, cap); cap None = the whole card,
 #: "tight" = the model's two-lock cap at that size.
@@ -153,6 +154,7 @@ def measure(args: argparse.Namespace) -> None:
             for (label, _, design, gw, j, _), repeat in members:
                 cfg = config_of(args, gw, j, cap)
                 ex.verified.clear()
+                trace = _trace(ex, label in (args.alloc_trace or ()))
                 flushes, shortfalls = _flushes(ex), len(_shortfalls(ex))
                 t = time.perf_counter()
                 result = RealRuntime(ex, cfg, wl, seed=repeat).run(resolve_design(design).fn)
@@ -186,6 +188,8 @@ def measure(args: argparse.Namespace) -> None:
                         "pool_shortfalls": _shortfalls(ex)[shortfalls:],
                     }
                 )
+                if trace is not None:
+                    out[-1]["alloc_trace"] = trace.rows
                 print(
                     f"{label}{repeat} 2^{log_n} {design:16s} gw={gw} j={j}: "
                     f"{doc['throughput_s_per_proof'] or 0:.3f} s/proof, "
@@ -198,6 +202,21 @@ def measure(args: argparse.Namespace) -> None:
                 Path(args.json).write_text(json.dumps(out, indent=1, default=float))
         finally:
             ex.close()
+
+
+def _trace(ex: Any, on: bool) -> Any:
+    """A fresh AllocTrace on the executor's devices when `on` (None, and tracing off,
+    otherwise): every allocation and free of their pools during the next run, which
+    starts with the pools' caches given back, so that a replay starts where the card does."""
+    from simgpu.prover.device import AllocTrace
+
+    trace = AllocTrace() if on else None
+    pools = [b for b in ex.backends if hasattr(b, "alloc_trace")]
+    for b in pools:
+        if on:
+            b.flush()
+        b.alloc_trace = trace
+    return trace if pools else None
 
 
 def _shortfalls(ex: Any) -> list[dict[str, int]]:
@@ -254,8 +273,9 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         f"{args.proofs} proofs a "
         f"configuration, {args.partition_workers} synthesis workers; predictions are the mean of "
         f"{args.runs} Monte Carlo runs; every real proof verified.  The real s/proof is the mean "
-        "of the configuration's runs (how many: `runs`); GPU busy, peak VRAM and the stage "
-        "means are its first run's; the real OOM outcome counts the runs that ran out of memory.",
+        "of the configuration's runs (how many: `runs`), and so are the stage means (below); GPU "
+        "busy and peak VRAM are its first run's; the real OOM outcome counts "
+        "the runs that ran out of memory.",
         "",
         "| cfg | n | design | GPU workers | j | VRAM cap | runs | s/proof pred / real | err | GPU busy "
         "pred / real | peak VRAM MiB pred / real | err | OOM pred / real |",
@@ -338,22 +358,41 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         f"by more than that spread, the model ranks {pairs - len(wrong)} the same way"
         + (f"; not: {', '.join(wrong)}." if wrong else "."),
         "",
-        "Mean stage times under load, predicted / real (ms), and the prediction's error:",
+        "Mean stage times under load, predicted / real (ms): the real mean is the mean of the "
+        "configuration's runs, and beside the error is its own run-to-run spread "
+        "((max - min) / mean of the runs' means), the noise a stage's error stands beside:",
         "",
         "| cfg | " + " | ".join(STAGES) + " |",
         "|---|" + "---|" * len(STAGES),
     ]
+    within: dict[str, int] = dict.fromkeys(STAGES, 0)
+    within_noise: dict[str, int] = dict.fromkeys(STAGES, 0)
+    counted: dict[str, int] = dict.fromkeys(STAGES, 0)
     for label, reps in first.items():
-        _, c = reps[0]
         cells = []
         for st in STAGES:
-            x = c.get(f"{st} mean (s)")
-            cells.append(
-                "-"
-                if x is None
-                else f"{1e3 * x['predicted']:.0f} / {1e3 * x['measured']:.0f} ({_pct(x['rel_error'])})"
-            )
+            runs = [m for _, cc in reps if (x := cc.get(f"{st} mean (s)")) and (m := x["measured"])]
+            pred = next((x["predicted"] for _, cc in reps if (x := cc.get(f"{st} mean (s)"))), None)
+            if not runs or not pred:
+                cells.append("-")
+                continue
+            mean = statistics.mean(runs)
+            err = pred / mean - 1
+            noise = (max(runs) - min(runs)) / mean
+            counted[st] += 1
+            within[st] += abs(err) <= STAGE_TARGET
+            within_noise[st] += abs(err) <= max(STAGE_TARGET, noise)
+            spread = f"; {100 * noise:.0f}%" if len(runs) > 1 else ""
+            cells.append(f"{1e3 * pred:.0f} / {1e3 * mean:.0f} ({_pct(err)}{spread})")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Stage means within {100 * STAGE_TARGET:.0f}%: "
+        + ", ".join(f"{st} {within[st]} of {counted[st]}" for st in STAGES)
+        + f"; within the larger of {100 * STAGE_TARGET:.0f}% and the stage's own spread: "
+        + ", ".join(f"{st} {within_noise[st]}" for st in STAGES)
+        + ".",
+    ]
     return lines
 
 
@@ -386,6 +425,12 @@ def main() -> None:
         help="the tight cap in MiB instead of the model's: one for every size, or per size as 22=2112,20=735",
     )
     ap.add_argument("--only", nargs="*", default=[], help="run only these configuration labels")
+    ap.add_argument(
+        "--alloc-trace",
+        nargs="*",
+        default=[],
+        help="record every allocation and free of the device pool in these configurations' runs",
+    )
     args = ap.parse_args()
     measure(args) if args.step == "measure" else predict_all(args)
 

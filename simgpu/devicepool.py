@@ -12,12 +12,14 @@ hangs on.
 That is CuPy's pool (`cupy.cuda.MemoryPool` on one stream): an allocation is served
 from the smallest cached chunk at least its size, split when larger; a freed chunk merges
 with the free chunks beside it in its block; a new block (cudaMalloc) is made only when
-no cached chunk fits, and when the cap would be passed the pool first gives back the
-blocks that are wholly free (`free_all_blocks`, which the prover's own flush repeats:
-simgpu.prover.cupy_device), then fails.  The ledger beside it (simgpu.ledger) keeps
-counting live bytes (what a peak reports); this pool decides whether an allocation fits,
-and what the card has left (`reserved` against the cap).  The model's runtime gives a
-capped device's ledger one (simgpu.model.sim).
+no cached chunk fits.  At its limit CuPy's malloc fails at once; the prover then gives
+back the blocks that are wholly free (`free_all_blocks`, its flush:
+simgpu.prover.cupy_device) and tries once more, and that pair is what `malloc` here is.
+The ledger beside it (simgpu.ledger) keeps counting live bytes (what a peak reports);
+this pool decides whether an allocation fits, and what the card has left (`reserved`
+against the cap).  The model's runtime gives a capped device's ledger one
+(simgpu.model.sim).  `replay` runs a real pool's trace (simgpu.prover.device.AllocTrace)
+through it, row by row, to check it against the card.
 
 Extension point: another allocator (an exact one: cudaMalloc per buffer; a pool with a
 release threshold) is a class with the same three methods, `malloc`, `free`, `reserved`,
@@ -73,6 +75,18 @@ class CachingPool:
             self.reserved += size
         return self._take(chunk, size)
 
+    def fits(self, nbytes: int, release: bool = True) -> bool:
+        """Whether `malloc(nbytes)` would succeed, changing nothing; with `release`
+        False, whether it would without giving back the wholly free blocks (CuPy's own
+        malloc, which at its limit fails at once: the giving back is the prover's flush)."""
+        size = max(UNIT, -(-int(nbytes) // UNIT) * UNIT)
+        if self._best_fit(size) is not None or self.reserved + size <= self.limit:
+            return True
+        if not release:
+            return False
+        wholly_free = sum(ch[0].size for ch in self._blocks.values() if len(ch) == 1 and ch[0].free)
+        return self.reserved - wholly_free + size <= self.limit
+
     def free(self, chunk: Chunk) -> None:
         """Give `chunk` back to its block, merged with the free chunks beside it."""
         chunks = self._blocks[chunk.block]
@@ -108,6 +122,49 @@ class CachingPool:
             chunks.insert(chunks.index(chunk) + 1, rest)
             chunk.size = size
         return chunk
+
+
+@dataclass(slots=True)
+class Replayed:
+    """A model pool's state after each row of a replayed trace (`reserved[i]`, `cached[i]`),
+    and the allocation rows whose outcome it gets otherwise than the real pool did
+    (`disagree`: the model refused what the card served, or served what it refused)."""
+
+    reserved: list[int]
+    cached: list[int]
+    disagree: list[int]
+
+
+def replay(rows: list, limit: int, pool: type = CachingPool) -> Replayed:
+    """Replay a device pool's real trace (simgpu.prover.device.AllocTrace rows: op, bytes
+    and address at 3-5) through a model pool capped at `limit`, to compare the two row by
+    row.  A malloc row at address 0 is an allocation the real pool refused; a "flush" row
+    is the prover giving the cache back.  A free of an address the trace never allocated
+    (an array older than the trace) is skipped, and an address allocated again before its
+    free was seen (a free the thread-local hook missed) is freed first."""
+    model = pool(limit)
+    live: dict[int, Chunk] = {}
+    out = Replayed([], [], [])
+    for i, row in enumerate(rows):
+        op, nbytes, ptr = row[3], int(row[4]), int(row[5])
+        if op == "malloc":
+            if ptr in live:
+                model.free(live.pop(ptr))
+            if ptr:  # the card served it
+                chunk = model.malloc(nbytes)
+                if chunk is None:
+                    out.disagree.append(i)
+                else:
+                    live[ptr] = chunk
+            elif model.fits(nbytes, release=False):  # the card refused it (at once, as CuPy does)
+                out.disagree.append(i)
+        elif op == "free" and ptr in live:
+            model.free(live.pop(ptr))
+        elif op == "flush":
+            model.release_free_blocks()
+        out.reserved.append(model.reserved)
+        out.cached.append(model.cached)
+    return out
 
 
 #: ``[hardware] vram_pool`` values: "exact" (no pool: a buffer's bytes and nothing more,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simgpu.config import PipelineConfig
-from simgpu.devicepool import UNIT, CachingPool
+from simgpu.devicepool import UNIT, CachingPool, replay
 from simgpu.errors import UserError, VramExhausted
 from simgpu.ledger import vram_ledger
 from simgpu.model.sim import SimRuntime
@@ -54,6 +54,42 @@ def test_best_fit_takes_the_shortest_free_stretch_and_merges_neighbours():
     pool.free(b)
 
 
+def test_a_replayed_trace_refuses_where_the_card_refused():
+    """A real trace's rows (t, thread, stage, op, bytes, address, in arrays, in all) as
+    CupyDevice records them: the split-block case of the first test, with the card's
+    refusal (address 0), a flush and the retry.  The model pool follows it row by row."""
+    rows = [
+        (0.0, "w0", "kernels", "malloc", 64 * MiB, 0xA000, 64 * MiB, 64 * MiB),
+        (0.1, "w0", "kernels", "free", 64 * MiB, 0xA000, 0, 64 * MiB),
+        (0.2, "w1", "prestage", "malloc", 8 * MiB, 0xA000, 8 * MiB, 64 * MiB),
+        (0.3, "w0", "kernels", "malloc", 60 * MiB, 0, 8 * MiB, 64 * MiB),
+        (0.3, "w0", "", "flush", 0, 0, 8 * MiB, 64 * MiB),
+        (0.3, "w0", "kernels", "malloc", 60 * MiB, 0, 8 * MiB, 64 * MiB),
+        (0.4, "w1", "free", "free", 8 * MiB, 0xA000, 0, 64 * MiB),
+        (0.5, "w0", "kernels", "malloc", 60 * MiB, 0xA000, 60 * MiB, 64 * MiB),
+        (0.6, "w0", "free", "free", 4 * MiB, 0xF000, 60 * MiB, 64 * MiB),  # older than the trace
+    ]
+    got = replay(rows, 96 * MiB)
+    assert got.disagree == []
+    assert got.reserved == [64 * MiB] * len(rows)
+    assert got.cached[:3] == [0, 64 * MiB, 56 * MiB]
+    assert got.cached[-1] == 4 * MiB  # the 60 MiB array in the merged block's first part
+
+
+def test_a_replay_names_the_rows_the_model_gets_otherwise():
+    """The same card refusal replayed under a cap twice as large: the model would have
+    served it (a new 60 MiB block fits), so that row disagrees."""
+    rows = [
+        (0.0, "w0", "kernels", "malloc", 64 * MiB, 0xA000, 64 * MiB, 64 * MiB),
+        (0.1, "w0", "kernels", "free", 64 * MiB, 0xA000, 0, 64 * MiB),
+        (0.2, "w1", "prestage", "malloc", 8 * MiB, 0xA000, 8 * MiB, 64 * MiB),
+        (0.3, "w0", "kernels", "malloc", 60 * MiB, 0, 8 * MiB, 64 * MiB),
+    ]
+    got = replay(rows, 192 * MiB)
+    assert got.disagree == [3]
+    assert got.reserved[-1] == 64 * MiB  # the refused array was never made
+
+
 def test_a_ledger_with_the_pool_refuses_and_names_what_the_cap_has_left():
     led = vram_ledger(0, 100 * MiB, 4 * MiB, allocator=CachingPool(96 * MiB))
     led.alloc(64 * MiB, "big").release()
@@ -91,13 +127,15 @@ def test_an_unknown_pool_is_a_one_line_error(value):
 def test_the_pool_never_admits_what_the_cap_cannot_hold(ops):
     """Random allocations (MiB) and frees: the pool's reserved bytes stay within its
     limit and above what its arrays hold, and it never admits an allocation the exact
-    ledger would refuse (caching can only cost room)."""
+    ledger would refuse (caching can only cost room); `fits` foretells every malloc."""
     limit = 64 * MiB
     pool = CachingPool(limit)
     held: list = []
     for alloc, size in ops:
         if alloc or not held:
+            will = pool.fits(size * MiB)
             got = pool.malloc(size * MiB)
+            assert will == (got is not None)
             live = sum(c.size for c in held)
             if got is not None:
                 assert live + got.size <= limit

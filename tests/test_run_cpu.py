@@ -52,7 +52,8 @@ def test_a_run_on_a_reused_executor_reports_its_own_vram_peak(executor):
     the largest of every run before it."""
     first = summarize(real_run(executor, "serial")).peak_vram[0]
     big = executor.backends[0]
-    executor._on_device(0, lambda b: b.free(b.alloc("big", (first // 32 + 1, 8))))  # a peak above it
+    # a peak above it
+    executor._on_device(0, "kernels", lambda b: b.free(b.alloc("big", (first // 32 + 1, 8))))
     assert executor.vram_peak(0) > first
     again = summarize(real_run(executor, "serial")).peak_vram[0]
     assert again == first

@@ -303,8 +303,9 @@ class CpuDevice:
         return self.ledger.capacity
 
     @contextlib.contextmanager
-    def peak_scope(self) -> Iterator[PeakMeter]:
-        """Peak of the ledger inside the block (the ledger tracks it at every booking)."""
+    def peak_scope(self, stage: str = "") -> Iterator[PeakMeter]:
+        """Peak of the ledger inside the block (the ledger tracks it at every booking;
+        `stage` is for backends that trace their pool: the ledger needs no trace)."""
         outer_peak = self.ledger.peak
         self.ledger.peak = self.ledger.used
         meter = PeakMeter(self.ledger.used)

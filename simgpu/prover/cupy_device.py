@@ -20,7 +20,7 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from simgpu.errors import DesignError, VramExhausted
-from simgpu.prover.device import DEFAULT_STREAM_BATCH, DeviceBuffer, LiveBuffers, PeakMeter
+from simgpu.prover.device import DEFAULT_STREAM_BATCH, AllocTrace, DeviceBuffer, LiveBuffers, PeakMeter
 
 if TYPE_CHECKING:
     from simgpu.prover.keys import ProvingKey
@@ -72,6 +72,8 @@ class CupyDevice:
         #: at each allocation that failed even after a flush: the pool's bytes in live
         #: arrays and in its cache (see _note_shortfall)
         self.shortfalls: list[dict[str, int]] = []
+        #: set to an AllocTrace to record every allocation and free (see peak_scope)
+        self.alloc_trace: AllocTrace | None = None
 
     # --- memory -----------------------------------------------------------------------
     def _exhausted(self, name: str, err: BaseException, free: int) -> VramExhausted:
@@ -141,6 +143,8 @@ class CupyDevice:
         self.pool.free_all_blocks()
         with self._cache_lock:
             self.flushes += 1
+        if self.alloc_trace is not None:
+            self.alloc_trace.note("flush", "", 0, 0, *_pool_bytes(self.pool))
 
     def alloc(self, name: str, shape: tuple[int, ...], dtype: Any = np.uint32) -> DeviceBuffer:
         cp = self.cp
@@ -314,25 +318,43 @@ class CupyDevice:
         return self._vram_limit or self._device_bytes
 
     @contextlib.contextmanager
-    def peak_scope(self) -> Iterator[PeakMeter]:
+    def peak_scope(self, stage: str = "") -> Iterator[PeakMeter]:
         """Peak of the pool's used bytes, seen at every allocation in this thread (a CuPy
-        memory hook; hooks are thread-local, so run the measured code in this thread)."""
-        cp, pool = self.cp, self.pool
+        memory hook; hooks are thread-local, so run the measured code in this thread).
+        With `alloc_trace` set, the same hook records every allocation and free under
+        `stage`."""
+        cp, pool, trace = self.cp, self.pool, self.alloc_trace
         meter = PeakMeter(self.used())
 
-        class _PeakHook(cp.cuda.MemoryHook):
-            name = f"simgpu-peak-{id(meter)}"
+        class _PoolHook(cp.cuda.MemoryHook):
+            name = f"simgpu-pool-{id(meter)}"
 
-            def malloc_postprocess(self, **kwargs: Any) -> None:
-                meter.see(int(pool.used_bytes()))
+            def malloc_postprocess(self, **kw: Any) -> None:
+                used = int(pool.used_bytes())
+                meter.see(used)
+                if trace is not None:
+                    trace.note("malloc", stage, kw["mem_size"], kw["mem_ptr"], used, int(pool.total_bytes()))
 
-        with self.cp.cuda.Device(self.device), _PeakHook():
+            if trace is not None:
+
+                def free_postprocess(self, **kw: Any) -> None:
+                    trace.note("free", stage, kw["mem_size"], kw["mem_ptr"], *_pool_bytes(pool))
+
+                def alloc_postprocess(self, **kw: Any) -> None:
+                    trace.note("grow", stage, kw["mem_size"], kw["mem_ptr"], *_pool_bytes(pool))
+
+        with self.cp.cuda.Device(self.device), _PoolHook():
             yield meter
         meter.see(self.used())
 
     def synchronize(self) -> None:
         with self.cp.cuda.Device(self.device):
             self.cp.cuda.get_current_stream().synchronize()
+
+
+def _pool_bytes(pool: Any) -> tuple[int, int]:
+    """The pool's bytes in arrays and in all (arrays and cache)."""
+    return int(pool.used_bytes()), int(pool.total_bytes())
 
 
 def cupy_device_available() -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -82,6 +83,29 @@ class LiveBuffers:
         with self._lock:
             live = list(self._live.items())
         return largest_first([holder_record(b.name, b.nbytes, h) for b, h in live if b.live])
+
+
+class AllocTrace:
+    """Every allocation and free a device's pool serves, in order: the record the model's
+    caching pool (simgpu.devicepool) is checked and calibrated against.
+
+    A row is (seconds since the trace began, thread, stage, op, bytes, address, the pool's
+    bytes in arrays after it, the pool's bytes in all after it); op is "malloc" (the pool
+    hands out a block: a cached one, a split one or a new one), "free" (back to its cache)
+    or "grow" (the pool asks the driver for a new chunk).  Backends fill it where they can
+    see their pool (CupyDevice, while a device's `peak_scope` is open in the thread).
+    """
+
+    def __init__(self) -> None:
+        self._t0 = time.perf_counter()
+        self._lock = threading.Lock()
+        self.rows: list[tuple[float, str, str, str, int, int, int, int]] = []
+
+    def note(self, op: str, stage: str, nbytes: int, ptr: int, used: int, total: int) -> None:
+        t = time.perf_counter() - self._t0
+        row = (t, threading.current_thread().name, stage, op, nbytes, ptr, used, total)
+        with self._lock:
+            self.rows.append(row)
 
 
 class PeakMeter:
@@ -190,8 +214,9 @@ class Device(Protocol):
         """The cap if any, else the device's memory."""
         ...
 
-    def peak_scope(self) -> contextlib.AbstractContextManager[PeakMeter]:
-        """Context manager measuring the peak of used() inside it."""
+    def peak_scope(self, stage: str = "") -> contextlib.AbstractContextManager[PeakMeter]:
+        """Context manager measuring the peak of used() inside it (`stage` names the work
+        inside, for a backend that records an AllocTrace)."""
         ...
 
     def synchronize(self) -> None: ...

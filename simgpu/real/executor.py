@@ -12,6 +12,7 @@ verified in its epilogue; a proof that does not verify fails its partition with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
@@ -379,11 +380,12 @@ class ProverExecutor:
             host.synth = None  # prep holds a, b, c until prestage uploads them
             return host
         if name == "prestage":
-            return self._on_device(device, lambda b: groth16.prestage(host.prepared, b))
+            return self._on_device(device, name, lambda b: groth16.prestage(host.prepared, b))
         if name == "kernels":
             timings = probe.seconds if probe is not None else None
             out = self._on_device(
                 device,
+                name,
                 lambda b: groth16.kernels(host.prepared, self.pk, b, inputs.get("buffers"), timings=timings),
             )
             host.kernel_out = out
@@ -392,7 +394,7 @@ class ProverExecutor:
             if self.settings.b_g2_on == "cpu":
                 g2 = self.g2.msm(host.prepared, self.settings.b_g2_threads)
             else:
-                g2 = self._on_device(device, lambda b: self._b_g2(host.prepared, b))
+                g2 = self._on_device(device, name, lambda b: self._b_g2(host.prepared, b))
             host.b_g2 = g2
             return g2
         if name == "epilogue":
@@ -405,9 +407,9 @@ class ProverExecutor:
             return proof
         raise UserError(f"the prover has no stage {name!r}")
 
-    def _on_device(self, device: int | None, fn: Any) -> Any:
+    def _on_device(self, device: int | None, stage: str, fn: Any) -> Any:
         backend = self.backends[device or 0]
-        with backend.peak_scope() as meter:
+        with backend.peak_scope(stage) as meter:
             out = fn(backend)
             backend.synchronize()
         with self._peak_lock:
@@ -417,7 +419,12 @@ class ProverExecutor:
         return out
 
     def free(self, handle: Any) -> None:
-        handle.free()
+        # inside each device's scope, so that a pool's trace sees the frees (its hook is
+        # thread-local, and this runs on whichever worker lets the buffers go)
+        with contextlib.ExitStack() as scopes:
+            for backend in self.backends:
+                scopes.enter_context(backend.peak_scope("free"))
+            handle.free()
 
     # ------------------------------------------------------------ memory
 
