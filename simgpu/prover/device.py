@@ -22,6 +22,7 @@ import contextlib
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -85,12 +86,33 @@ class LiveBuffers:
         return largest_first([holder_record(b.name, b.nbytes, h) for b, h in live if b.live])
 
 
+_phase = threading.local()
+
+
+@contextlib.contextmanager
+def phase_scope(name: str) -> Iterator[None]:
+    """Name the phase of a stage this thread is in (the kernels' ntt, h_msm...), for the
+    allocations an AllocTrace records meanwhile."""
+    outer = getattr(_phase, "name", "")
+    _phase.name = name
+    try:
+        yield
+    finally:
+        _phase.name = outer
+
+
+def current_phase() -> str:
+    """The phase this thread named last (phase_scope), or ""."""
+    return getattr(_phase, "name", "")
+
+
 class AllocTrace:
     """Every allocation and free a device's pool serves, in order: the record the model's
     caching pool (simgpu.devicepool) is checked and calibrated against.
 
     A row is (seconds since the trace began, thread, stage, op, bytes, address, the pool's
-    bytes in arrays after it, the pool's bytes in all after it); op is "malloc" (the pool
+    bytes in arrays after it, the pool's bytes in all after it); the stage is
+    "stage.phase" inside a named phase (phase_scope); op is "malloc" (the pool
     hands out a block: a cached one, a split one or a new one), "free" (back to its cache)
     or "grow" (the pool asks the driver for a new chunk).  Backends fill it where they can
     see their pool (CupyDevice, while a device's `peak_scope` is open in the thread).
@@ -103,7 +125,9 @@ class AllocTrace:
 
     def note(self, op: str, stage: str, nbytes: int, ptr: int, used: int, total: int) -> None:
         t = time.perf_counter() - self._t0
-        row = (t, threading.current_thread().name, stage, op, nbytes, ptr, used, total)
+        phase = current_phase()
+        where = f"{stage}.{phase}" if phase and stage else stage
+        row = (t, threading.current_thread().name, where, op, nbytes, ptr, used, total)
         with self._lock:
             self.rows.append(row)
 

@@ -31,12 +31,13 @@ an index, the tails' bases are gathered on the device next to their scalars.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import secrets
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -57,7 +58,7 @@ from simgpu.gpu.encoding import (
 )
 from simgpu.prover import native
 from simgpu.prover.circuits import CircuitSpec
-from simgpu.prover.device import Device, DeviceBuffer, DeviceBuffers
+from simgpu.prover.device import Device, DeviceBuffer, DeviceBuffers, phase_scope
 from simgpu.prover.keys import ProvingKey, VerifyingKey
 from simgpu.prover.synthesis import Synthesized, synthesize
 
@@ -297,11 +298,18 @@ def _stream_msm(
 
 
 class _PhaseClock:
-    """Seconds per phase of the kernels stage, when asked for (synchronising the device)."""
+    """Seconds per phase of the kernels stage, when asked for (synchronising the device);
+    each phase also names itself to this thread's allocations (device.phase_scope)."""
 
     def __init__(self, backend: Device, out: dict[str, float] | None) -> None:
         self.backend, self.out = backend, out
         self.t = time.perf_counter() if out is not None else 0.0
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        with phase_scope(name):
+            yield
+        self.lap(name)
 
     def lap(self, name: str) -> None:
         if self.out is None:
@@ -333,17 +341,17 @@ def kernels(
         clock.lap("upload")
     try:
         d_a = buffers.array("d_a")
-        d_bc = buffers.array("d_bc")
-        backend.compute_h(d_a, d_bc[0], d_bc[1])
-        del d_bc  # a view would keep the block alive on the GPU
-        buffers.release("d_bc")
-        clock.lap("ntt")
+        with clock.phase("ntt"):
+            d_bc = buffers.array("d_bc")
+            backend.compute_h(d_a, d_bc[0], d_bc[1])
+            del d_bc  # a view would keep the block alive on the GPU
+            buffers.release("d_bc")
         n = prepared.domain_size
-        sums = {"h": _stream_msm(backend, pk, "h", None, d_a[: n - 1])}
-        clock.lap("h_msm")
+        with clock.phase("h_msm"):
+            sums = {"h": _stream_msm(backend, pk, "h", None, d_a[: n - 1])}
         for q in ("l", "a", "b1"):
-            sums[q] = _stream_msm(backend, pk, q, prepared.split(q))
-            clock.lap(f"{q}_msm")
+            with clock.phase(f"{q}_msm"):
+                sums[q] = _stream_msm(backend, pk, q, prepared.split(q))
         out = KernelOutput(h=sums["h"], l=sums["l"], a=sums["a"], b1=sums["b1"])
     except BaseException as e:
         # The finished frames below (views of device buffers in their locals) would keep

@@ -419,11 +419,12 @@ class ProverExecutor:
         return out
 
     def free(self, handle: Any) -> None:
-        # inside each device's scope, so that a pool's trace sees the frees (its hook is
-        # thread-local, and this runs on whichever worker lets the buffers go)
+        # A device whose pool is being traced sees the frees inside its scope (its hook is
+        # thread-local, and this runs on whichever worker lets the buffers go).
         with contextlib.ExitStack() as scopes:
             for backend in self.backends:
-                scopes.enter_context(backend.peak_scope("free"))
+                if getattr(backend, "alloc_trace", None) is not None:
+                    scopes.enter_context(backend.peak_scope("free"))
             handle.free()
 
     # ------------------------------------------------------------ memory
