@@ -21,9 +21,13 @@ against the cap).  The model's runtime gives a capped device's ledger one
 (simgpu.model.sim).  `replay` runs a real pool's trace (simgpu.prover.device.AllocTrace)
 through it, row by row, to check it against the card.
 
+A buffer of the profile reaches the pool as the arrays the prover cuts it into (its
+``[buffer_arrays]``: `malloc_parts`), since the grain is what decides how blocks split:
+the same bytes in fewer, larger arrays fragment differently.
+
 Extension point: another allocator (an exact one: cudaMalloc per buffer; a pool with a
-release threshold) is a class with the same three methods, `malloc`, `free`, `reserved`,
-named by a profile's ``[hardware] vram_pool``.
+release threshold) is a class with the methods the ledger calls, `malloc_parts`,
+`free_parts` and `reserved`, named by a profile's ``[hardware] vram_pool``.
 """
 
 from __future__ import annotations
@@ -87,6 +91,24 @@ class CachingPool:
         wholly_free = sum(ch[0].size for ch in self._blocks.values() if len(ch) == 1 and ch[0].free)
         return self.reserved - wholly_free + size <= self.limit
 
+    def malloc_parts(self, nbytes: int, parts: tuple[float, ...] = ()) -> tuple[Chunk, ...] | None:
+        """`nbytes` as the arrays `parts` cuts it into (fractions, in allocation order; one
+        array when empty): a chunk each, or None, with nothing taken, where one does not fit."""
+        got: list[Chunk] = []
+        for size in cut(nbytes, parts):
+            chunk = self.malloc(size)
+            if chunk is None:
+                for c in reversed(got):
+                    self.free(c)
+                return None
+            got.append(chunk)
+        return tuple(got)
+
+    def free_parts(self, chunks: tuple[Chunk, ...]) -> None:
+        """Give back the chunks of one malloc_parts, in the order they were taken."""
+        for c in chunks:
+            self.free(c)
+
     def free(self, chunk: Chunk) -> None:
         """Give `chunk` back to its block, merged with the free chunks beside it."""
         chunks = self._blocks[chunk.block]
@@ -122,6 +144,15 @@ class CachingPool:
             chunks.insert(chunks.index(chunk) + 1, rest)
             chunk.size = size
         return chunk
+
+
+def cut(nbytes: int, parts: tuple[float, ...] = ()) -> list[int]:
+    """`nbytes` in the sizes `parts` (fractions summing to 1) cuts it into; the last takes
+    the rounding, so they add up to `nbytes`."""
+    if len(parts) < 2:
+        return [int(nbytes)]
+    sizes = [int(round(f * nbytes)) for f in parts[:-1]]
+    return [*sizes, int(nbytes) - sum(sizes)]
 
 
 @dataclass(slots=True)

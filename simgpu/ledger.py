@@ -85,7 +85,7 @@ class Allocation:
     proof: int | None = None
     partition: int | None = None
     t: float | None = None
-    chunk: Any = None  # its place in the ledger's device pool, where it has one
+    chunk: Any = None  # its places (chunks) in the ledger's device pool, where it has one
 
     def release(self) -> None:
         self.ledger.release(self)
@@ -153,10 +153,14 @@ class Ledger:
         """Every live allocation with its holder, the largest first (ties: the oldest)."""
         return largest_first([a.holder() for a in self._live])
 
-    def alloc(self, nbytes: int, tag: str, *, owner: str = "", **where: Any) -> Allocation:
+    def alloc(
+        self, nbytes: int, tag: str, *, owner: str = "", parts: tuple[float, ...] = (), **where: Any
+    ) -> Allocation:
         """Book `nbytes` for the holder in `where` (stage, worker, proof, partition; by
         default this thread's `holder_scope`) or raise the pool's OutOfMemory, naming who
-        holds what (nothing is booked then)."""
+        holds what (nothing is booked then).  `parts`: the fractions the bytes come in as
+        separate arrays, for the device pool (one array when empty); the ledger counts the
+        whole."""
         nbytes = int(nbytes)
         if nbytes < 0:
             raise ValueError(f"negative allocation for {tag}")
@@ -164,7 +168,7 @@ class Ledger:
             where = current_holder()
         t = where.pop("t", None)
         if self.allocator is not None:
-            chunk = self.allocator.malloc(nbytes)
+            chunk = self.allocator.malloc_parts(nbytes, parts)
             short = chunk is None
         else:
             chunk, short = None, nbytes > self.free
@@ -203,7 +207,7 @@ class Ledger:
         del self._live[a]
         self.used -= a.nbytes
         if a.chunk is not None:
-            self.allocator.free(a.chunk)
+            self.allocator.free_parts(a.chunk)
         self._stamp()
 
     def _stamp(self, t: float | None = None) -> None:

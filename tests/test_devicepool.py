@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simgpu.config import PipelineConfig
-from simgpu.devicepool import UNIT, CachingPool, replay
+from simgpu.devicepool import UNIT, CachingPool, cut, replay
 from simgpu.errors import UserError, VramExhausted
 from simgpu.ledger import vram_ledger
 from simgpu.model.sim import SimRuntime
@@ -114,6 +114,64 @@ def test_the_model_puts_the_pool_under_a_cap_only():
     _, s_exact = simulate(tiny_profile(), "single-lock", proofs=2, concurrency=2)
     _, s_caching = simulate(caching, "single-lock", proofs=2, concurrency=2)
     assert s_caching.makespan == s_exact.makespan and s_caching.completed == 2
+
+
+def test_a_buffer_cut_into_arrays_splits_the_pool_otherwise():
+    """The first test's bytes, but the 64 MiB buffer allocated as two 32 MiB arrays (its
+    [buffer_arrays]): two blocks.  The 8 MiB array is cut from one of them, the other is
+    wholly free again and goes back, and the 60 MiB that one array's block refused fits."""
+    led = vram_ledger(0, 100 * MiB, 4 * MiB, allocator=CachingPool(96 * MiB))
+    whole = led.alloc(64 * MiB, "big", parts=(0.5, 0.5))
+    assert len(whole.chunk) == 2 and led.allocator.reserved == 64 * MiB
+    whole.release()
+    led.alloc(8 * MiB, "small")
+    more = led.alloc(60 * MiB, "more")
+    assert led.allocator.reserved == 32 * MiB + 60 * MiB and led.live == 68 * MiB
+    more.release()
+
+
+def test_a_profile_cuts_a_buffer_into_the_arrays_it_names():
+    """[buffer_arrays] scratch = [1, 3]: the kernels' allocation of scratch carries the
+    fractions (normalised) to the device pool, and the exact ledger still books it whole."""
+    prof = tiny_profile(buffer_arrays={"scratch": [1, 3]})
+    plan = prof.resolve(prof.workload().constraints).plan("kernels")
+    steps = [s for s in plan.steps if s.buffer == "scratch" and s.op == "alloc"]
+    assert [s.parts for s in steps] == [(0.25, 0.75)]
+    assert cut(GiB, (0.25, 0.75)) == [GiB // 4, 3 * GiB // 4]
+    _, exact = simulate(tiny_profile(), "single-lock", proofs=1)
+    _, arrays = simulate(prof, "single-lock", proofs=1)
+    assert arrays.makespan == exact.makespan and arrays.peak_vram == exact.peak_vram
+
+
+def test_buffer_arrays_measured_at_sizes_use_the_nearest():
+    """As calibrate writes them: fractions per measured size (an MSM's buckets do not grow
+    with it, so the grain differs by size); a size between takes the nearest on a log scale."""
+    prof = tiny_profile(buffer_arrays={"scratch": {"points": [[1 << 10, [1, 1]], [1 << 20, [1, 3]]]}})
+
+    def parts(n: int) -> tuple[float, ...]:
+        return next(s.parts for s in prof.resolve(n).plan("kernels").steps if s.buffer == "scratch")
+
+    assert parts(1 << 11) == (0.5, 0.5)
+    assert parts(1 << 19) == parts(1 << 24) == (0.25, 0.75)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        {"nothing": [1]},
+        {"host_abc": [1, 1]},
+        {"scratch": []},
+        {"scratch": [1, -1]},
+        {"scratch": "half"},
+        {"scratch": {"points": [[1024, "half"]]}},
+        {"scratch": {"points": [["x", [1]]]}},
+        {"scratch": {"points": []}},
+        {"scratch": {"law": "1"}},
+    ],
+)
+def test_bad_buffer_arrays_are_a_one_line_error(table):
+    with pytest.raises(UserError, match=r"\[buffer_arrays\]"):
+        tiny_profile(buffer_arrays=table)
 
 
 @pytest.mark.parametrize("value", ["magic", 3, ["caching"]])

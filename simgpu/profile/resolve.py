@@ -11,7 +11,7 @@ peak and its frees are decided here and nowhere else.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,8 @@ class Step:
     must do an input's upload itself); COPY moves `nbytes` from pageable host memory to
     the device (inputs nobody pre-staged from a pinned buffer); STAGE uploads a phase's
     staging, `nbytes` from pinned memory over the link, before the phase's transients
-    are allocated."""
+    are allocated.  A device ALLOC's `parts` are the fractions the prover cuts the
+    buffer into ([buffer_arrays]; empty: one array), for a caching pool."""
 
     op: str
     pool: str = ""
@@ -85,6 +86,7 @@ class Step:
     keep: bool = False
     phase: ResolvedPhase | None = None
     stage: str = ""
+    parts: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,8 @@ class Resolved:
     #: GB/s of a copy from pinned host memory ([hardware] h2d_gbps): what a phase's
     #: staging is uploaded at.
     h2d_gbps: float = 0.0
+    #: [buffer_arrays]: device buffer -> the fractions the prover allocates it in.
+    buffer_arrays: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def producer_of(self, buffer: str) -> str | None:
         for st in self.stages.values():
@@ -198,6 +202,10 @@ class Resolved:
         steps += [Step(HOST_RELEASE, "host", b) for b in st.host_release]
         steps += [Step(FREE, "vram", b) for b in own]
         steps += [Step(FREE, "host", b) for b, _ in st.host_transient]
+        arrays = self.buffer_arrays
+        if arrays:  # device buffers in the arrays the prover cuts them into, for a caching pool
+            cut = {(ALLOC, "vram", b): parts for b, parts in arrays.items()}
+            steps = [replace(s, parts=cut[k]) if (k := (s.op, s.pool, s.buffer)) in cut else s for s in steps]
         return StagePlan(st, tuple(steps))
 
     def staging_seconds(self, nbytes: int) -> float:

@@ -24,7 +24,12 @@ calibrate`) says, for one machine and one prover:
   phase's ``release``) and holds only while it runs (``transient``).  A phase may also
   name its ``staging``: buffers it fills from the host before its work, allocated and
   uploaded first (over the link, from pinned memory) and held with the transients until
-  the phase ends; the transients are allocated only once the staging is on the device.
+  the phase ends; the transients are allocated only once the staging is on the device;
+* ``[buffer_arrays]``: optionally, how the prover cuts a device buffer into arrays: a list
+  of fractions of its bytes, in the order they are allocated, or such lists measured at
+  sizes (``{points = [[n, [...]], ...]}``, the nearest size used), read from the prover's
+  pool trace.  Only a caching ``vram_pool`` reads it: each array is a chunk of its own,
+  which is what decides how the pool's blocks split.
 
 Laws are small arithmetic expressions over n, N, log2(.), sqrt(.), min/max, GiB/MiB/KiB,
 and named coefficients given beside them, e.g. ``time = {law = "a + b*N*log2(N)", a =
@@ -46,6 +51,9 @@ from simgpu.errors import UserError
 from simgpu.profile.laws import Law, PointsLaw
 from simgpu.profile.resolve import Resolved, ResolvedPhase, ResolvedStage, Use
 from simgpu.units import parse_size
+
+#: [buffer_arrays] of one buffer: (size, fractions) per measured size, by size.
+ArrayPoints = tuple[tuple[int, tuple[float, ...]], ...]
 
 STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
 #: Fr of BLS12-381 has 2-adicity 32: no radix-2 NTT domain is larger than 2^32.
@@ -159,6 +167,10 @@ class Profile:
     #: ... where its b_g2_msm ran ("cpu" or "gpu") and which circuit family it proved.
     calibrated_b_g2_on: str | None = None
     calibrated_circuit: str | None = None
+    #: [buffer_arrays]: device buffer -> (size, the fractions of its bytes the prover
+    #: allocates as separate arrays, in order) per measured size (size 0: every size); a
+    #: caching pool's grain (see simgpu.devicepool).
+    buffer_arrays: Mapping[str, ArrayPoints] = field(default_factory=dict)
 
     def workload(self, name: str | None = None) -> Workload:
         key = name or self.default_workload
@@ -229,6 +241,7 @@ class Profile:
             early,
             self.hardware.h2d_pageable_gbps,
             self.hardware.h2d_gbps,
+            {b: arrays_at(pts, n) for b, pts in self.buffer_arrays.items()},
         )
 
 
@@ -481,6 +494,48 @@ def _calibrated_b_g2_threads(cal: Any, where: str) -> int | None:
     return v
 
 
+def _fractions(parts: Any, where: str) -> tuple[float, ...]:
+    ok = (
+        isinstance(parts, list)
+        and parts
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in parts)
+    )
+    if not ok:
+        raise UserError(f"{where} must be a list of positive fractions")
+    total = float(sum(parts))
+    return tuple(float(x) / total for x in parts)
+
+
+def _buffer_arrays(raw: Any, buffers: Mapping[str, Law], where: str) -> dict[str, ArrayPoints]:
+    """[buffer_arrays]: NAME = [fractions...] at every size, or NAME = {points = [[n,
+    [fractions...]], ...]} measured at sizes (the nearest is used); normalised to sum 1."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: [buffer_arrays] must be a table")
+    out = {}
+    for name, value in raw.items():
+        at = f"{where}: [buffer_arrays] {name}"
+        if name not in buffers or name.startswith("host_"):
+            raise UserError(f"{at} is not a device buffer of [buffers]")
+        if isinstance(value, dict):
+            pts = value.get("points")
+            if set(value) != {"points"} or not isinstance(pts, list) or not pts:
+                raise UserError(f"{at} takes points = [[n, [fractions...]], ...]")
+            try:
+                out[name] = tuple(sorted((int(n), _fractions(fr, f"{at} at n={n}")) for n, fr in pts))
+            except (TypeError, ValueError):
+                raise UserError(f"{at} takes points = [[n, [fractions...]], ...]") from None
+        else:
+            out[name] = ((0, _fractions(value, at)),)
+    return out
+
+
+def arrays_at(points: ArrayPoints, n: int) -> tuple[float, ...]:
+    """The fractions measured at the size nearest n (on a log scale)."""
+    return min(points, key=lambda p: abs(math.log2(max(p[0], 1)) - math.log2(max(n, 1))))[1]
+
+
 def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
     where = path or "profile"
     meta = data.get("profile", {})
@@ -536,6 +591,7 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
         calibrated_b_g2_threads=_calibrated_b_g2_threads(data.get("calibration"), where),
         calibrated_b_g2_on=_calibrated_name(data.get("calibration"), "b_g2_on", where),
         calibrated_circuit=_calibrated_name(data.get("calibration"), "circuit", where),
+        buffer_arrays=_buffer_arrays(data.get("buffer_arrays"), buffers, where),
     )
     # Evaluate every law once at the default size so a broken law fails at load time.
     at_default = prof.resolve(prof.workload().constraints)
