@@ -205,7 +205,11 @@ class SimRuntime(RuntimeBase):
         return led.capacity - led.resident
 
     def vram_free(self, device: int) -> int:
-        return self.vram[device].free
+        # What a design sees, as the real runtime reports it: the cap less the bytes arrays
+        # hold.  A caching pool's cache counts as free here (CuPy's used_bytes leaves it
+        # out), though it may not fit an allocation: the ledger's own `free` says that.
+        led = self.vram[device]
+        return led.capacity - led.used
 
     def vram_estimate(self, part: Partition, *stages: str) -> int:
         return self.resolved.vram_peak(stages)
