@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from simgpu.calibrate.arrays import arrays_table
 from simgpu.calibrate.fit import (
     EXACT,
     SIZE_LAWS,
@@ -86,6 +87,7 @@ def build_profile(
                 else {}
             ),
             "baseline_vram": r.buffers["_baseline_vram"],
+            **({"arrays": r.arrays} if r.arrays else {}),
         }
         for r in runs
     }
@@ -175,6 +177,8 @@ def build_profile(
         "memory": {"partition_estimate": estimate.law_table()},
         "buffers": buffers,
         "stages": stages,
+        # the prover's arrays in each buffer, from the device pool's trace (a caching pool's grain)
+        **({"buffer_arrays": arrays} if (arrays := arrays_table(stages, _traced(runs))) else {}),
         "calibration": {
             "backend": settings.backend,
             "circuit": settings.circuit,
@@ -182,6 +186,7 @@ def build_profile(
             "b_g2_on": settings.b_g2_on,
             "sizes": ns,
             "repeats": len(top.seconds["kernels"]),
+            "host_drift": round(host_drift(runs)[0], 3),
             "missing": missing,
             "fit_max_rel_error": {
                 k.replace(".", "_").replace(" ", "_"): round(v, 4) for k, v in errors.items()
@@ -319,6 +324,24 @@ def driver_rx_bound(runs: list[SizeRun]) -> float | Inline:
     return Inline(points=[[r.constraints, s] for r, s in zip(runs, shares, strict=True)])
 
 
+#: A calibration whose host ran a fixed loop this much faster at one size than at another
+#: mixes host speeds in its fit (the H200 machines are VMs whose cores change speed 1.5-2x
+#: for minutes): calibrate says so, and records it as [calibration] host_drift.
+HOST_DRIFT_WARN = 1.25
+
+
+def host_drift(runs: list[SizeRun]) -> tuple[float, list[float]]:
+    """How much the host's speed moved over the ladder: the largest over the smallest of
+    each size's median reference-loop time (measure.reference_seconds), and those times."""
+    refs = [statistics.median(r.seconds["epilogue.ref"]) for r in runs if r.seconds.get("epilogue.ref")]
+    return (max(refs) / min(refs) if refs else 1.0), refs
+
+
+def _traced(runs: list[SizeRun]) -> list[tuple[int, dict[str, int], dict[str, list[int]]]]:
+    """The sizes whose last repeat traced the device pool: (size, buffer bytes, arrays)."""
+    return [(r.constraints, r.buffers, r.arrays) for r in runs if r.arrays]
+
+
 def stages_buffers(stages_fp: dict[str, dict[str, Any]]) -> list[str]:
     names: list[str] = []
     for fp in stages_fp.values():
@@ -377,6 +400,13 @@ def calibrate(
     if contention is None and "contention: not measured (interrupted)" not in missing:
         missing.append("contention: not measured")
     doc, errors = build_profile(name or out.stem, runs, contention, settings, h2d, partitions, missing)
+    drift, refs = host_drift(runs)
+    if drift > HOST_DRIFT_WARN:
+        log(
+            f"warning: the host's speed moved {drift:.2f}x during calibration (a fixed loop took "
+            f"{min(refs) * 1e3:.2f}-{max(refs) * 1e3:.2f} ms over the sizes): the fit mixes host "
+            "speeds, and predictions will carry it; calibrate again on a quieter host"
+        )
     header = (
         f"simgpu profile written by `simgpu calibrate` on {time.strftime('%Y-%m-%d %H:%M')}.\n"
         "Stage times are fitted laws (see [calibration] for the raw measurements and fit errors);\n"

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from simgpu.calibrate.arrays import phase_arrays
 from simgpu.workers import pool_of
 
 #: The epilogue takes milliseconds and varies by tens of percent from call to call: each
@@ -67,6 +68,9 @@ class SizeRun:
     plan_peak: dict[str, int] = field(default_factory=dict)
     setup_seconds: float | None = None
     hardware: dict[str, Any] = field(default_factory=dict)  # the executor's [hardware] facts
+    #: the last repeat's device pool trace, as the arrays live at each stage's (or kernels
+    #: phase's) peak (simgpu.calibrate.arrays.phase_arrays); empty without a pool
+    arrays: dict[str, list[int]] = field(default_factory=dict)
 
     def add(self, key: str, seconds: float) -> None:
         self.seconds.setdefault(key, []).append(seconds)
@@ -102,6 +106,7 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
 
     try:
         for rep in range(repeats):
+            trace = _trace_last(device, rep == repeats - 1)
             part = Partition(Proof(1000 + rep, 1, n), 0, n)
             part.host, wall = timed("synthesis", part, None)
             # Timing work in the worker (one pickle more, where there is no shared memory)
@@ -124,7 +129,7 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             run.add("prestage", dt)
             run.vram_peak["prestage"] = max(run.vram_peak.get("prestage", 0), probe.vram_peak)
             _, dt = timed("kernels", part, 0, buffers=buffers)
-            buffers.free()
+            ex.free(buffers)  # as a run frees them (so that a pool trace sees it)
             run.add("kernels", dt)
             run.vram_peak["kernels"] = max(run.vram_peak.get("kernels", 0), probe.vram_peak)
             for ph in PHASES:
@@ -138,6 +143,9 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
                 _, dt = timed("epilogue", part, None)
                 run.add("epilogue", dt)
             part.host.free()
+            if trace is not None:
+                device.alloc_trace = None
+                run.arrays = phase_arrays(trace.rows)
             log(f"  n={n:,} repeat {rep + 1}/{repeats}: kernels {run.seconds['kernels'][-1] * 1e3:.1f} ms")
         together = min(TRIPS_AT_ONCE, ex.settings.partition_workers)
         if together > 1:
@@ -156,6 +164,17 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
     finally:
         ex.close()
     return run
+
+
+def _trace_last(device: Any, last: bool) -> Any:
+    """An AllocTrace on `device` for the last repeat, where the device has a pool to trace
+    (None otherwise): the arrays a caching pool sees (simgpu.calibrate.arrays)."""
+    if not last or not hasattr(device, "alloc_trace"):
+        return None
+    from simgpu.prover.device import AllocTrace
+
+    device.alloc_trace = AllocTrace()
+    return device.alloc_trace
 
 
 #: How many synthesis results `measure_trips` brings back at once: a proof's partitions

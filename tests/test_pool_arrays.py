@@ -1,0 +1,79 @@
+"""The prover's arrays inside a profile's buffers, read from a pool trace
+(simgpu.calibrate.arrays): worked by hand on a trace as CupyDevice records it."""
+
+from __future__ import annotations
+
+from conftest import tiny_profile
+
+from simgpu.calibrate.arrays import arrays_table, buffer_arrays, phase_arrays
+
+MiB = 1 << 20
+
+
+def _row(label: str, op: str, mib: float, ptr: int) -> tuple:
+    return (0.0, "MainThread", label, op, int(mib * MiB), ptr, 0, 0)
+
+
+#: One partition's h MSM and b_g2_msm: the bases batch, then temporaries, one freed early
+#: (the 2 MiB at 0xC), one let go by the next stage (the 8 MiB at 0xF, under "free").
+TRACE = [
+    _row("prestage", "malloc", 128, 0x1),
+    _row("kernels.h_msm", "malloc", 384, 0xA),
+    _row("kernels.h_msm", "malloc", 256, 0xB),
+    _row("kernels.h_msm", "malloc", 2, 0xC),
+    _row("kernels.h_msm", "free", 2, 0xC),
+    _row("kernels.h_msm", "malloc", 192, 0xD),
+    _row("kernels.h_msm", "free", 192, 0xD),
+    _row("kernels.h_msm", "free", 256, 0xB),
+    _row("kernels.h_msm", "free", 384, 0xA),
+    _row("b_g2_msm", "malloc", 192, 0xA),  # the same address again, a new array
+    _row("b_g2_msm", "malloc", 97, 0xE),
+    _row("b_g2_msm", "malloc", 300, 0xB),
+    _row("b_g2_msm", "malloc", 8, 0xF),
+    _row("b_g2_msm", "free", 300, 0xB),
+    _row("free", "free", 8, 0xF),
+    _row("free", "free", 128, 0x1),
+]
+
+STAGES = {
+    "kernels": {
+        "phases": [
+            {"name": "ntt", "transient": ["ntt_scratch"]},
+            {"name": "h_msm", "transient": ["h_msm"], "staging": ["h_msm_staging"]},
+        ]
+    },
+    "b_g2_msm": {
+        "phases": [{"name": "b_g2_msm", "transient": ["b_g2_msm"], "staging": ["b_g2_msm_staging"]}]
+    },
+}
+
+
+def test_the_arrays_at_each_phase_peak_in_allocation_order():
+    arrays = phase_arrays(TRACE)
+    assert arrays["kernels.h_msm"] == [384 * MiB, 256 * MiB, 192 * MiB]  # the 2 MiB was gone by then
+    assert arrays["b_g2_msm"] == [192 * MiB, 97 * MiB, 300 * MiB, 8 * MiB]
+    assert arrays["prestage"] == [128 * MiB]
+
+
+def test_a_phase_arrays_split_into_its_staging_and_its_temporaries():
+    """The staging is the first arrays up to its bytes (the bases batch alone for h; the
+    bases and the tails for b_g2), the rest the temporaries; one array needs no table."""
+    sizes = {"h_msm_staging": 384 * MiB, "b_g2_msm_staging": 289 * MiB}
+    got = buffer_arrays(STAGES, sizes, phase_arrays(TRACE))
+    assert got == {
+        "h_msm": [round(256 / 448, 6), round(192 / 448, 6)],
+        "b_g2_msm_staging": [round(192 / 289, 6), round(97 / 289, 6)],
+        "b_g2_msm": [round(300 / 308, 6), round(8 / 308, 6)],
+    }
+
+
+def test_calibrate_writes_the_arrays_of_every_traced_size_as_points():
+    """Two traced sizes: the same phases, another grain (the buckets do not grow); the
+    table loads as the profile's [buffer_arrays]."""
+    sizes = {"h_msm_staging": 384 * MiB, "b_g2_msm_staging": 289 * MiB}
+    small = [r if r[3] != "malloc" or r[4] != 256 * MiB else (*r[:4], 64 * MiB, *r[5:]) for r in TRACE]
+    got = arrays_table(STAGES, [(1 << 22, sizes, phase_arrays(TRACE)), (1 << 20, sizes, phase_arrays(small))])
+    assert [n for n, _ in got["h_msm"]["points"]] == [1 << 20, 1 << 22]
+    assert got["h_msm"]["points"][0][1] == [round(64 / 256, 6), round(192 / 256, 6)]
+    prof = tiny_profile(buffers={"h_msm": "1GiB"}, buffer_arrays={"h_msm": got["h_msm"]})
+    assert prof.buffer_arrays["h_msm"][1][0] == 1 << 22
