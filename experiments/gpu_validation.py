@@ -28,6 +28,7 @@ import itertools
 import json
 import statistics
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -156,8 +157,10 @@ def measure(args: argparse.Namespace) -> None:
                 ex.verified.clear()
                 trace = _trace(ex, label in (args.alloc_trace or ()))
                 flushes, shortfalls = _flushes(ex), len(_shortfalls(ex))
+                before = _host_reference()
                 t = time.perf_counter()
                 result = RealRuntime(ex, cfg, wl, seed=repeat).run(resolve_design(design).fn)
+                after = _host_reference()
                 ok = ex.verified
                 summary = summarize(result)
                 verification = {
@@ -186,6 +189,9 @@ def measure(args: argparse.Namespace) -> None:
                         # at each failure a flush did not cure: the pool's bytes in arrays
                         # and in its cache (CupyDevice.shortfalls)
                         "pool_shortfalls": _shortfalls(ex)[shortfalls:],
+                        # the host's speed just before and after the run: the seconds of
+                        # calibrate's fixed loop (measure.reference_seconds), median of 9
+                        "host_reference_s": [before, after],
                     }
                 )
                 if trace is not None:
@@ -202,6 +208,12 @@ def measure(args: argparse.Namespace) -> None:
                 Path(args.json).write_text(json.dumps(out, indent=1, default=float))
         finally:
             ex.close()
+
+
+def _host_reference() -> float:
+    from simgpu.calibrate.measure import reference_seconds
+
+    return statistics.median(reference_seconds() for _ in range(9))
 
 
 def _trace(ex: Any, on: bool) -> Any:
@@ -339,6 +351,7 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         + ", ".join(f"{k} {100 * v:.1f}%" for k, v in spreads.items())
         + f"; the largest, {100 * spread:.1f}%, is the noise the errors above stand beside.",
         "",
+        *_host_speed(table, Path(args.profile)),
     ]
     pairs, wrong = 0, []
     for a, b in itertools.combinations(sorted(real), 2):
@@ -394,6 +407,28 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         + ".",
     ]
     return lines
+
+
+def _host_speed(table: list, profile: Path) -> list[str]:
+    """The host's speed during the runs beside calibrate's, as the seconds of one fixed
+    loop (measure.reference_seconds): these machines' cores change speed 1.5-2x for
+    minutes, and every stage time the profile holds was measured at calibrate's."""
+    during = [x * 1e3 for r, _ in table for x in r.get("host_reference_s", [])]
+    if not during:
+        return []
+    cal = tomllib.loads(profile.read_text()).get("calibration", {}).get("measurements", {})
+    at = {
+        int(m["constraints"]): statistics.median(m["epilogue_ref"]) * 1e3
+        for m in cal.values()
+        if "epilogue_ref" in m
+    }
+    return [
+        "Host speed (a fixed loop's ms; higher is slower): during the runs "
+        f"{min(during):.2f}-{max(during):.2f}, median {statistics.median(during):.2f}; during calibrate, "
+        + (", ".join(f"at 2^{n.bit_length() - 1} {v:.2f}" for n, v in sorted(at.items())) or "not recorded")
+        + ".",
+        "",
+    ]
 
 
 def _write_between_markers(path: Path, lines: list[str]) -> None:

@@ -1,23 +1,25 @@
 """How much a capped card loses to CuPy's pool, by the grain at which the model allocates.
 
 Under a cap, CuPy's pool counts the free rest of every split block against the limit
-(simgpu.devicepool); the ninth lease's shortfall records measured 533-597 MiB so
-held at two-lock-reserve's failures at 2500 MiB, beside 1856 MiB of arrays.  How much a
-model loses that way depends on the grain of its allocations: the same bytes cut in
-fewer, larger buffers fragment more.  This script predicts the measured capped
-configurations of a validation record three ways, from one profile:
+(simgpu.devicepool).  How much a model loses that way depends on the grain of its
+allocations: the same bytes cut in fewer, larger buffers fragment otherwise.  This
+script predicts the capped configurations of a validation record three ways, from one
+profile:
 
-* exact: the profile as it is (no pool: live bytes against the cap);
-* caching: ``[hardware] vram_pool = "caching"``, the MSM footprints as the profile has
-  them (staging, then temporaries: one buffer each);
-* caching, arrays: the same pool, each MSM's staging cut into the plan's arrays (bases
-  batch, gathered tails, scalars) and its temporaries into the MSM's own parts (digits,
-  buckets, reduction temporaries; simgpu.gpu.footprint.msm_device_bytes), in proportion.
+* exact: live bytes against the cap, no pool (``vram_pool = "exact"``);
+* caching, buffers: the caching pool, each buffer one array (an MSM's staging, then its
+  temporaries);
+* caching, arrays: the caching pool, each buffer cut into the arrays the prover
+  allocates (the profile's ``[buffer_arrays]``, measured from a pool trace:
+  experiments/pool_arrays.py, or calibrate).
 
-    python experiments/pool_granularity.py --json docs/data/h200-2026-12-01f/gpu-validation.json
+    python experiments/pool_granularity.py --json docs/data/h200-2026-12-01h/gpu-validation.json \
+        --profile simgpu/profile/profiles/h200-cupy.toml [--arrays-from PROFILE]
 
 It prints, per capped configuration, the real outcome (proofs completed of submitted,
-over its runs) beside each variant's (mean over Monte Carlo runs).
+over its runs) beside each variant's (mean over Monte Carlo runs).  `--arrays-from`
+takes the [buffer_arrays] of another profile (the arrays are the prover's code at a
+size, not the machine's).
 """
 
 from __future__ import annotations
@@ -27,73 +29,31 @@ import json
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from simgpu.calibrate.refit import inline_laws
 from simgpu.config import PipelineConfig, Workload
-from simgpu.gpu.footprint import msm_device_bytes, msm_transient_bytes
 from simgpu.model.montecarlo import predict
 from simgpu.profile import load_profile
 from simgpu.profile.tomlwrite import dumps
-from simgpu.prover.circuits import circuit_spec
-from simgpu.prover.memory_plan import ProverShape, prover_plan
 from simgpu.sched.registry import resolve_design
 
 ROOT = Path(__file__).resolve().parent.parent
-MSM_PARTS = ("digits", "buckets", "temporaries")
 
 
-def _points_for(k_bytes: int, group: str) -> int:
-    """The point count whose MSM temporaries take `k_bytes` (msm_transient_bytes inverted)."""
-    lo, hi = 1, 1 << 28
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (mid + 1, hi) if msm_transient_bytes(mid, group) < k_bytes else (lo, mid)
-    return lo
-
-
-def as_arrays(doc: dict[str, Any]) -> dict[str, Any]:
-    """`doc` with every staged MSM phase's two buffers cut into the prover's arrays."""
-    cal = doc["calibration"]
-    for st in doc["stages"].values():
-        for ph in st.get("phases", []):
-            name = ph["name"]
-            if not ph.get("staging") or ph["transient"] != [name]:
-                continue
-            group = "g2" if name == "b_g2_msm" else "g1"
-            staged: dict[str, list] = {}
-            parts: dict[str, list] = {}
-            for (n, temps), (_, stage) in zip(
-                doc["buffers"][name]["points"], doc["buffers"][f"{name}_staging"]["points"], strict=True
-            ):
-                plan = prover_plan(
-                    ProverShape.estimate(circuit_spec(cal["circuit"], int(n))),
-                    stream_batch=1 << 22,
-                    b_g2_on=cal.get("b_g2_on", "cpu"),
-                )
-                detail = {k: v for k, v in plan["detail"][name].items() if not k.endswith("_temporaries")}
-                whole = sum(detail.values()) or 1
-                for k, v in detail.items():
-                    staged.setdefault(k, []).append([n, int(stage * v / whole)])
-                d = msm_device_bytes(_points_for(int(temps), group), group=group)
-                total = sum(d[p] for p in MSM_PARTS)
-                cut = [int(temps * d[p] / total) for p in MSM_PARTS[:-1]]
-                for p, v in zip(MSM_PARTS, [*cut, int(temps) - sum(cut)], strict=True):
-                    parts.setdefault(f"{name}_{p}", []).append([n, v])
-            del doc["buffers"][name], doc["buffers"][f"{name}_staging"]
-            doc["buffers"].update({k: {"points": v} for k, v in {**staged, **parts}.items()})
-            ph["staging"], ph["transient"] = list(staged), list(parts)
-    return doc
-
-
-def variants(profile: Path, out: Path) -> dict[str, Path]:
+def variants(profile: Path, out: Path, arrays_from: Path | None = None) -> dict[str, Path]:
     doc = tomllib.loads(profile.read_text())
-    paths = {"exact": profile}
+    arrays = tomllib.loads((arrays_from or profile).read_text()).get("buffer_arrays")
+    doc.pop("buffer_arrays", None)
+    doc["hardware"]["vram_pool"] = "exact"
+    paths = {"exact": out / "exact.toml"}
+    paths["exact"].write_text(dumps(inline_laws(doc), "pool_granularity: exact"))
     doc["hardware"]["vram_pool"] = "caching"
-    paths["caching"] = out / "caching.toml"
-    paths["caching"].write_text(dumps(inline_laws(doc), "pool_granularity: caching"))
-    paths["caching, arrays"] = out / "arrays.toml"
-    paths["caching, arrays"].write_text(dumps(inline_laws(as_arrays(doc)), "pool_granularity: arrays"))
+    paths["caching, buffers"] = out / "caching.toml"
+    paths["caching, buffers"].write_text(dumps(inline_laws(doc), "pool_granularity: caching"))
+    if arrays:
+        doc["buffer_arrays"] = arrays
+        paths["caching, arrays"] = out / "arrays.toml"
+        paths["caching, arrays"].write_text(dumps(inline_laws(doc), "pool_granularity: arrays"))
     return paths
 
 
@@ -102,6 +62,7 @@ def main() -> None:
     ap.add_argument("--profile", default=str(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml"))
     ap.add_argument("--json", required=True, help="a validation record (experiments/gpu_validation.py)")
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--arrays-from", help="a profile whose [buffer_arrays] to use")
     args = ap.parse_args()
     rows = [r for r in json.loads(Path(args.json).read_text()) if r["vram_cap"]]
     configs: dict[tuple, list] = {}
@@ -109,7 +70,7 @@ def main() -> None:
         key = (r["label"], r["constraints"], r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"])
         configs.setdefault(key, []).append(r["measured"]["proofs"])
     with tempfile.TemporaryDirectory() as tmp:
-        paths = variants(Path(args.profile), Path(tmp))
+        paths = variants(Path(args.profile), Path(tmp), Path(args.arrays_from) if args.arrays_from else None)
         profiles = {k: load_profile(p) for k, p in paths.items()}
         print(f"| cfg | cap MiB | real completed | {' | '.join(profiles)} |")
         print("|---|---:|---|" + "---|" * len(profiles))
