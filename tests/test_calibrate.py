@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
-from simgpu.calibrate.build import trips_bound
+from simgpu.calibrate.build import HOST_DRIFT_WARN, trips_bound
 from simgpu.calibrate.fit import TIME_LAWS, fit_device_queue, fit_pressure, stage_means, time_law, time_laws
 from simgpu.calibrate.measure import EPILOGUE_SAMPLES, Contention
 from simgpu.calibrate.refit import refit_profile
@@ -139,8 +139,14 @@ def test_calibrate_the_cpu_backend(tmp_path):
     # milliseconds-long, noisy: the epilogue is sampled several times per repeat
     assert doc["calibration"]["repeats"] == 1
     assert len(doc["calibration"]["measurements"]["n64"]["epilogue"]) == EPILOGUE_SAMPLES
-    # each epilogue sample comes with the host's speed just before it
+    # each epilogue sample comes with the host's speed just before it, and the record says
+    # how far that speed moved over the ladder (and the run warns past HOST_DRIFT_WARN)
     assert len(doc["calibration"]["measurements"]["n64"]["epilogue_ref"]) == EPILOGUE_SAMPLES
+    refs = [statistics.median(m["epilogue_ref"]) for m in doc["calibration"]["measurements"].values()]
+    drift = doc["calibration"]["host_drift"]
+    assert drift == pytest.approx(max(refs) / min(refs), abs=1e-3)
+    assert ("speed moved" in " ".join(r.output.split())) == (drift > HOST_DRIFT_WARN)  # Rich may wrap
+    assert "buffer_arrays" not in doc  # the CPU backend's ledger has no pool to trace
     prof = load_profile(out)
     assert prof.hardware.cpu_cores >= 1 and "synthesis" in prof.stages
     assert prof.calibrated_b_g2_threads == 4  # what its b_g2_msm times hold for
