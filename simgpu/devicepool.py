@@ -91,18 +91,23 @@ class CachingPool:
         wholly_free = sum(ch[0].size for ch in self._blocks.values() if len(ch) == 1 and ch[0].free)
         return self.reserved - wholly_free + size <= self.limit
 
-    def malloc_parts(self, nbytes: int, parts: tuple[float, ...] = ()) -> tuple[Chunk, ...] | None:
+    def malloc_parts(
+        self, nbytes: int, parts: tuple[float, ...] = ()
+    ) -> tuple[tuple[Chunk, ...] | None, int]:
         """`nbytes` as the arrays `parts` cuts it into (fractions, in allocation order; one
-        array when empty): a chunk each, or None, with nothing taken, where one does not fit."""
+        array when empty): (a chunk each, the bytes), or, where one does not fit, (None,
+        the bytes of the arrays served before it), those given back again: the prover's
+        arrays before the one refused were live for a moment, and a peak counts them."""
         got: list[Chunk] = []
-        for size in cut(nbytes, parts):
+        sizes = cut(nbytes, parts)
+        for size in sizes:
             chunk = self.malloc(size)
             if chunk is None:
                 for c in reversed(got):
                     self.free(c)
-                return None
+                return None, sum(sizes[: len(got)])
             got.append(chunk)
-        return tuple(got)
+        return tuple(got), int(nbytes)
 
     def free_parts(self, chunks: tuple[Chunk, ...]) -> None:
         """Give back the chunks of one malloc_parts, in the order they were taken."""

@@ -168,8 +168,10 @@ class Ledger:
             where = current_holder()
         t = where.pop("t", None)
         if self.allocator is not None:
-            chunk = self.allocator.malloc_parts(nbytes, parts)
+            chunk, reached = self.allocator.malloc_parts(nbytes, parts)
             short = chunk is None
+            if short and self.used + reached > self.peak:
+                self.peak = self.used + reached  # its first arrays were live before one failed
         else:
             chunk, short = None, nbytes > self.free
         if short:

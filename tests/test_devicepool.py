@@ -130,6 +130,18 @@ def test_a_buffer_cut_into_arrays_splits_the_pool_otherwise():
     more.release()
 
 
+def test_the_arrays_before_the_one_refused_count_in_the_peak():
+    """96 MiB cap, 40 MiB held: a 64 MiB buffer as two 32 MiB arrays gets its first array
+    (72 MiB reserved) and not its second (104 would pass the cap).  The card's first array
+    was live when the second failed, so the peak holds it; nothing stays booked."""
+    led = vram_ledger(0, 100 * MiB, 4 * MiB, allocator=CachingPool(96 * MiB))
+    led.alloc(40 * MiB, "held")
+    with pytest.raises(VramExhausted):
+        led.alloc(64 * MiB, "big", parts=(0.5, 0.5))
+    assert led.peak == 4 * MiB + 40 * MiB + 32 * MiB
+    assert led.live == 40 * MiB and led.allocator.reserved == 72 * MiB  # the block stays cached
+
+
 def test_a_profile_cuts_a_buffer_into_the_arrays_it_names():
     """[buffer_arrays] scratch = [1, 3]: the kernels' allocation of scratch carries the
     fractions (normalised) to the device pool, and the exact ledger still books it whole."""
