@@ -142,6 +142,41 @@ def test_the_arrays_before_the_one_refused_count_in_the_peak():
     assert led.live == 40 * MiB and led.allocator.reserved == 72 * MiB  # the block stays cached
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(1, 48), st.lists(st.integers(1, 9), min_size=1, max_size=5)),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_a_buffer_in_arrays_is_all_or_nothing_and_never_passes_the_cap(ops):
+    """Random buffers cut into random arrays, allocated and freed through a ledger with the
+    pool: each is booked whole or not at all (a refusal gives its first arrays back), the
+    pool's bytes stay within the cap and above what its arrays hold, and the peak is at
+    least every total the ledger booked."""
+    led = vram_ledger(0, 80 * MiB, 0, allocator=CachingPool(64 * MiB))
+    held: list = []
+    for alloc, mib, weights in ops:
+        if alloc or not held:
+            parts = tuple(w / sum(weights) for w in weights)
+            before = (led.used, led.allocator.reserved - led.allocator.cached)
+            try:
+                a = led.alloc(mib * MiB, "buf", parts=parts)
+            except VramExhausted:
+                assert (led.used, led.allocator.reserved - led.allocator.cached) == before
+            else:
+                assert len(a.chunk) == len(parts) and sum(c.size for c in a.chunk) >= mib * MiB
+                held.append(a)
+        else:
+            held.pop(mib % len(held)).release()
+        pool = led.allocator
+        in_arrays = sum(c.size for a in held for c in a.chunk)
+        assert in_arrays <= pool.reserved <= pool.limit
+        assert pool.cached == pool.reserved - in_arrays
+        assert led.peak >= led.used == sum(a.nbytes for a in held)
+
+
 def test_a_profile_cuts_a_buffer_into_the_arrays_it_names():
     """[buffer_arrays] scratch = [1, 3]: the kernels' allocation of scratch carries the
     fractions (normalised) to the device pool, and the exact ledger still books it whole."""
