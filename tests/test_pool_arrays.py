@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
-from conftest import tiny_profile
+import json
+
+from conftest import ROOT, tiny_profile
 
 from simgpu.calibrate.arrays import arrays_table, buffer_arrays, phase_arrays
+from simgpu.profile import load_profile
 
 MiB = 1 << 20
 
@@ -77,3 +80,25 @@ def test_calibrate_writes_the_arrays_of_every_traced_size_as_points():
     assert got["h_msm"]["points"][0][1] == [round(64 / 256, 6), round(192 / 256, 6)]
     prof = tiny_profile(buffers={"h_msm": "1GiB"}, buffer_arrays={"h_msm": got["h_msm"]})
     assert prof.buffer_arrays["h_msm"][1][0] == 1 << 22
+
+
+def test_the_shipped_arrays_add_up_to_the_shipped_footprints():
+    """Two measurements of one thing on two machines: h200-cupy's footprints (the pool's
+    peak per phase, the ninth lease) and the arrays of its [buffer_arrays] (a trace,
+    docs/data/h200-2026-12-01h/pool-arrays.json).  At the sizes the profile measured, each
+    staged phase's arrays sum to its staging and temporaries within 0.5%."""
+    prof = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml")
+    record = json.loads((ROOT / "docs" / "data" / "h200-2026-12-01h" / "pool-arrays.json").read_text())
+    checked = 0
+    for n in (1 << 20, 1 << 22):  # calibrated sizes (2^21 is interpolated by the profile)
+        arrays = record[str(n)]["arrays"]
+        for st in prof.resolve(n).stages.values():
+            for ph in st.phases:
+                label = st.name if ph.name == st.name else f"{st.name}.{ph.name}"
+                got = arrays.get(label)
+                if not got or not ph.staging:
+                    continue
+                want = sum(size for _, size in ph.staging + ph.transient)
+                assert abs(sum(got) / want - 1) < 0.005, (n, st.name, ph.name)
+                checked += 1
+    assert checked == 10  # the four G1 MSMs and b_g2_msm, at both sizes
