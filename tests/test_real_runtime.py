@@ -3,6 +3,8 @@ prover-backed runs are in tests/test_run_cpu.py)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -10,9 +12,11 @@ import pytest
 from simgpu.config import PipelineConfig, Workload
 from simgpu.errors import DesignError
 from simgpu.real.null_executor import NullExecutor
+from simgpu.real.primitives import RealEvent, Stop
 from simgpu.real.runtime import RealRuntime
 from simgpu.report.metrics import summarize
 from simgpu.sched.registry import resolve_design
+from simgpu.sched.work import Partition, Proof
 
 DESIGNS = Path(__file__).parent / "designs" / "crossed.py"
 
@@ -55,6 +59,43 @@ def test_a_deadlock_is_detected_and_named():
     assert result.deadlock is not None
     assert "lock gpu0/a" in result.deadlock.waiting["gpu0.w1"]
     assert "lock gpu0/b" in result.deadlock.waiting["gpu0.w0"]
+
+
+class _SlowToLook(RealEvent):
+    """An event whose `triggered` takes a moment to read: a thread that checks it is
+    preempted there, as an unlucky one may be anywhere."""
+
+    @property
+    def triggered(self) -> bool:
+        seen = super().triggered
+        time.sleep(0.002)
+        return seen
+
+
+def test_two_threads_ending_one_partition_race_and_the_first_wins():
+    """A stopped run's worker fails its partition as it unwinds while the daemon fails
+    the ones left: the two may end one partition at once.  The first end wins, once, and
+    the other is no error (a check of `triggered` before triggering let both through:
+    "event triggered twice", and the run crashed)."""
+    errors: list[BaseException] = []
+    for i in range(20):
+        part = Partition(Proof(i, 1, 16), 0, 16, _SlowToLook(Stop()))
+        start = threading.Barrier(2)
+
+        def end(succeed: bool, part: Partition = part, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                part.complete("proof") if succeed else part.fail(RuntimeError("stopped"))
+            except BaseException as e:  # noqa: BLE001 - what the race raised is the finding
+                errors.append(e)
+
+        threads = [threading.Thread(target=end, args=(k == 0,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert part.done.triggered
+    assert errors == []
 
 
 def test_a_design_that_crashes_is_a_design_error():

@@ -27,6 +27,17 @@ class Signal(simpy.Event):
         self.defused = True
         return self
 
+    def settle(self, value: Any = None, error: BaseException | None = None) -> bool:
+        """Succeed (or fail) unless already triggered; True if this call did.  One step by
+        construction: a simulation runs one process at a time."""
+        if self.triggered:
+            return False
+        if error is None:
+            self.succeed(value)
+        else:
+            self.fail(error)
+        return True
+
 
 def _grant(ev: Signal, value: Any) -> None:
     ev.succeed(value)

@@ -219,6 +219,17 @@ class RealEvent(Waitable):
             self._set, self._error = True, error
             self._cond.notify_all()
 
+    def settle(self, value: Any = None, error: BaseException | None = None) -> bool:
+        """Succeed (or fail) unless already triggered, under the event's lock: a worker
+        failing its partition as a stopped run unwinds and the daemon failing the rest may
+        race here, and the first wins."""
+        with self._cond:
+            if self._set:
+                return False
+            self._set, self._value, self._error = True, value, error
+            self._cond.notify_all()
+        return True
+
     def wait(self) -> Any:
         with self._cond:
             while not self._set:

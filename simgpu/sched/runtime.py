@@ -74,6 +74,11 @@ class Event(Protocol):
 
     def fail(self, error: BaseException) -> None: ...
 
+    def settle(self, value: Any = None, error: BaseException | None = None) -> bool:
+        """Succeed with `value` (or fail with `error`) unless already triggered, in one
+        step (two threads may race to end a partition): True if this call settled it."""
+        ...
+
     @property
     def triggered(self) -> bool: ...
 

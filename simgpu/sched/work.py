@@ -45,14 +45,12 @@ class Partition:
         return f"proof {self.proof.id} partition {self.index}"
 
     def complete(self, result: Any = None) -> None:
-        """The partition's proof is ready."""
-        if not self.done.triggered:
-            self.done.succeed(result)
+        """The partition's proof is ready (unless it already ended: the first end wins)."""
+        self.done.settle(result)
 
     def fail(self, error: BaseException) -> None:
-        """The partition cannot complete; `error` says why."""
-        if not self.done.triggered:
-            self.done.fail(error)
+        """The partition cannot complete; `error` says why (unless it already ended)."""
+        self.done.settle(error=error)
 
 
 @dataclass(frozen=True)
