@@ -98,6 +98,26 @@ def test_two_threads_ending_one_partition_race_and_the_first_wins():
     assert errors == []
 
 
+def test_scheduler_code_between_two_yields_is_atomic_as_in_the_simulation():
+    """Two tasks read a shared count, dawdle, and write it back, then yield: on threads
+    that loses updates unless one task steps at a time.  The real runtime steps them one
+    at a time, as SimPy does, so no update is lost."""
+    rt = RealRuntime(NullExecutor(), PipelineConfig(proofs=1, concurrency=1), Workload("w", 1, 16))
+    count = [0]
+
+    def bump():
+        for _ in range(30):
+            seen = count[0]
+            time.sleep(0.0005)  # a thread switch here is what loses an update
+            count[0] = seen + 1
+            yield rt.sleep(0)
+
+    tasks = [rt.spawn(bump(), f"t{i}") for i in range(2)]
+    for t in tasks:
+        t.thread.join()
+    assert count[0] == 60
+
+
 def test_a_design_that_crashes_is_a_design_error():
     def broken(rt, worker, part):
         yield rt.stage("prestage", part, worker.device)

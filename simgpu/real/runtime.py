@@ -2,7 +2,9 @@
 
 Each scheduler generator runs on a thread of its own: the thread sends each result back
 into the generator, or throws the error in at the `yield`, exactly as SimRuntime does
-with SimPy events.  Stages call a `StageExecutor` (simgpu.real.executor: the Groth16
+with SimPy events, and one generator steps at a time (the step lock), so scheduler code
+between two yields is as atomic as in the simulation; the waits and the stages run
+outside it, in parallel.  Stages call a `StageExecutor` (simgpu.real.executor: the Groth16
 prover on the CuPy or CPU backend); synthesis goes to worker processes there, so
 CPU-heavy Python never holds this process's GIL.
 
@@ -140,7 +142,11 @@ class RealTask(Waitable):
         try:
             while True:
                 try:
-                    obj = gen.throw(exc) if exc is not None else gen.send(send)
+                    # One step of scheduler code at a time, as in the simulation: what a
+                    # design or the daemon does between two yields is atomic on threads too
+                    # (waits and stages run outside the step lock).
+                    with self.rt._step:
+                        obj = gen.throw(exc) if exc is not None else gen.send(send)
                 except StopIteration as stop:
                     self.value = stop.value
                     return
@@ -195,6 +201,7 @@ class RealRuntime(RuntimeBase):
         stall_seconds: float = STALL_SECONDS,
     ) -> None:
         super().__init__(config, workload, seed, guard=threading.Lock())
+        self._step = threading.Lock()  # held while a task runs its scheduler code (RealTask)
         self.executor = executor
         self.stall_seconds = stall_seconds
         self._in_stage = 0
