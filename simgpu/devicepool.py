@@ -66,7 +66,7 @@ class CachingPool:
     def malloc(self, nbytes: int) -> Chunk | None:
         """A chunk for `nbytes`, or None where the cap leaves no room even after the
         wholly free blocks are given back."""
-        size = max(UNIT, -(-int(nbytes) // UNIT) * UNIT)
+        size = _rounded(nbytes)
         chunk = self._best_fit(size)
         if chunk is None:
             if self.reserved + size > self.limit:
@@ -83,12 +83,12 @@ class CachingPool:
         """Whether `malloc(nbytes)` would succeed, changing nothing; with `release`
         False, whether it would without giving back the wholly free blocks (CuPy's own
         malloc, which at its limit fails at once: the giving back is the prover's flush)."""
-        size = max(UNIT, -(-int(nbytes) // UNIT) * UNIT)
+        size = _rounded(nbytes)
         if self._best_fit(size) is not None or self.reserved + size <= self.limit:
             return True
         if not release:
             return False
-        wholly_free = sum(ch[0].size for ch in self._blocks.values() if len(ch) == 1 and ch[0].free)
+        wholly_free = sum(self._blocks[b][0].size for b in self._wholly_free())
         return self.reserved - wholly_free + size <= self.limit
 
     def malloc_parts(
@@ -126,10 +126,13 @@ class CachingPool:
 
     def release_free_blocks(self) -> int:
         """Give back every block nothing is allocated in (free_all_blocks); the bytes."""
-        whole = [b for b, chunks in self._blocks.items() if len(chunks) == 1 and chunks[0].free]
-        freed = sum(self._blocks.pop(b)[0].size for b in whole)
+        freed = sum(self._blocks.pop(b)[0].size for b in self._wholly_free())
         self.reserved -= freed
         return freed
+
+    def _wholly_free(self) -> list[int]:
+        """The blocks nothing is allocated in."""
+        return [b for b, chunks in self._blocks.items() if len(chunks) == 1 and chunks[0].free]
 
     def _best_fit(self, size: int) -> Chunk | None:
         """The smallest free chunk of at least `size` bytes (the oldest block first)."""
@@ -149,6 +152,11 @@ class CachingPool:
             chunks.insert(chunks.index(chunk) + 1, rest)
             chunk.size = size
         return chunk
+
+
+def _rounded(nbytes: int) -> int:
+    """The bytes CuPy's pool hands out for `nbytes`: a multiple of UNIT, at least one."""
+    return max(UNIT, -(-int(nbytes) // UNIT) * UNIT)
 
 
 def cut(nbytes: int, parts: tuple[float, ...] = ()) -> list[int]:

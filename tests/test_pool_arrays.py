@@ -8,6 +8,7 @@ import json
 from conftest import ROOT, tiny_profile
 
 from simgpu.calibrate.arrays import arrays_table, buffer_arrays, phase_arrays
+from simgpu.calibrate.fit import phase_key
 from simgpu.profile import load_profile
 
 MiB = 1 << 20
@@ -94,8 +95,7 @@ def test_the_shipped_arrays_add_up_to_the_shipped_footprints():
         arrays = record[str(n)]["arrays"]
         for st in prof.resolve(n).stages.values():
             for ph in st.phases:
-                label = st.name if ph.name == st.name else f"{st.name}.{ph.name}"
-                got = arrays.get(label)
+                got = arrays.get(phase_key(st.name, ph.name))
                 if not got or not ph.staging:
                     continue
                 want = sum(size for _, size in ph.staging + ph.transient)

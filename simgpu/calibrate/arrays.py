@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from simgpu.calibrate.fit import phase_key
+
 #: Where the arrays at a phase's peak are split between its staging and its temporaries:
 #: the staging ends at the first array whose running total reaches the staging's bytes
 #: less this share (the plan's staging and the arrays differ by rounding, and a few
@@ -53,8 +55,7 @@ def buffer_arrays(
     out: dict[str, list[float]] = {}
     for name, st in stages.items():
         for ph in st.get("phases", []):
-            # a phase the prover names (the kernels' h_msm...), or a stage that is one phase
-            got = arrays.get(f"{name}.{ph['name']}") or (arrays.get(name) if ph["name"] == name else None)
+            got = arrays.get(phase_key(name, ph["name"]))  # kernels.h_msm, or b_g2_msm itself
             if not got:
                 continue
             staging, transient = list(ph.get("staging", [])), list(ph.get("transient", []))

@@ -162,16 +162,22 @@ class Resolved:
         """Stage `name`'s steps when the buffers in `handed` were passed to it (the
         handle of an earlier stage); see StagePlan for the order."""
         st = self.stages[name]
+        arrays = self.buffer_arrays
+
+        def vram(buffer: str, size: int, keep: bool = False) -> Step:
+            # a device buffer comes in the arrays the prover cuts it into (a caching pool's grain)
+            return Step(ALLOC, "vram", buffer, size, keep=keep, parts=arrays.get(buffer, ()))
+
         steps: list[Step] = []
         steps += [Step(ALLOC, "host", b, size, keep=True) for b, size in st.host_out]
         steps += [Step(ALLOC, "host", b, size) for b, size in st.host_transient]
-        steps += [Step(ALLOC, "vram", b, size, keep=True) for b, size in st.vram_out]
+        steps += [vram(b, size, keep=True) for b, size in st.vram_out]
         missing = [(b, size) for b, size in st.vram_in if b not in handed]
         own = [b for b, _ in missing]
         if missing:
             # Nothing was pre-staged: the stage allocates its inputs and does the
             # producer's work (the upload) before its own.
-            steps += [Step(ALLOC, "vram", b, size) for b, size in missing]
+            steps += [vram(b, size) for b, size in missing]
             producer = self.producer_of(missing[0][0])
             if producer is not None:
                 pst = self.stages[producer]
@@ -187,10 +193,10 @@ class Resolved:
                 # allocated once its bases are on the device.  The upload is part of the
                 # phase's measured time, so its work is what is left of it.
                 staged = sum(size for _, size in ph.staging)
-                steps += [Step(ALLOC, "vram", b, size) for b, size in ph.staging]
+                steps += [vram(b, size) for b, size in ph.staging]
                 steps.append(Step(STAGE, "vram", nbytes=staged, stage=name))
                 work = replace(ph, seconds=max(0.0, ph.seconds - self.staging_seconds(staged)))
-            steps += [Step(ALLOC, "vram", b, size) for b, size in ph.transient]
+            steps += [vram(b, size) for b, size in ph.transient]
             steps.append(Step(WORK, phase=work, stage=name))
             steps += [Step(FREE, "vram", b) for b, _ in ph.transient + ph.staging]
             for b in ph.release:
@@ -202,10 +208,6 @@ class Resolved:
         steps += [Step(HOST_RELEASE, "host", b) for b in st.host_release]
         steps += [Step(FREE, "vram", b) for b in own]
         steps += [Step(FREE, "host", b) for b, _ in st.host_transient]
-        arrays = self.buffer_arrays
-        if arrays:  # device buffers in the arrays the prover cuts them into, for a caching pool
-            cut = {(ALLOC, "vram", b): parts for b, parts in arrays.items()}
-            steps = [replace(s, parts=cut[k]) if (k := (s.op, s.pool, s.buffer)) in cut else s for s in steps]
         return StagePlan(st, tuple(steps))
 
     def staging_seconds(self, nbytes: int) -> float:

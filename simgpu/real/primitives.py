@@ -206,23 +206,16 @@ class RealEvent(Waitable):
         return self._set
 
     def succeed(self, value: Any = None) -> None:
-        with self._cond:
-            if self._set:
-                raise DesignError("event triggered twice")
-            self._set, self._value = True, value
-            self._cond.notify_all()
+        if not self.settle(value):
+            raise DesignError("event triggered twice")
 
     def fail(self, error: BaseException) -> None:
-        with self._cond:
-            if self._set:
-                raise DesignError("event triggered twice")
-            self._set, self._error = True, error
-            self._cond.notify_all()
+        if not self.settle(error=error):
+            raise DesignError("event triggered twice")
 
     def settle(self, value: Any = None, error: BaseException | None = None) -> bool:
-        """Succeed (or fail) unless already triggered, under the event's lock: a worker
-        failing its partition as a stopped run unwinds and the daemon failing the rest may
-        race here, and the first wins."""
+        """Succeed (or fail) unless already triggered, under the event's lock: True if
+        this call settled it (the first end of a partition wins)."""
         with self._cond:
             if self._set:
                 return False
