@@ -8,8 +8,8 @@ import json
 from conftest import ROOT, tiny_profile
 
 from simgpu.calibrate.arrays import arrays_table, buffer_arrays, phase_arrays
-from simgpu.calibrate.fit import phase_key
 from simgpu.profile import load_profile
+from simgpu.profile.schema import phase_key
 
 MiB = 1 << 20
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from simgpu.calibrate.fit import phase_key
+from simgpu.profile.schema import phase_key
 
 #: Where the arrays at a phase's peak are split between its staging and its temporaries:
 #: the staging ends at the first array whose running total reaches the staging's bytes

@@ -27,7 +27,6 @@ from simgpu.calibrate.fit import (
     fit_gil,
     fit_pressure,
     fit_synthesis_contention,
-    phase_key,
     stage_means,
     time_law,
     time_laws,
@@ -42,7 +41,7 @@ from simgpu.calibrate.measure import (
 )
 from simgpu.errors import OutOfMemory, UserError
 from simgpu.profile.laws import fit_law
-from simgpu.profile.schema import SCALING_RESOURCES
+from simgpu.profile.schema import SCALING_RESOURCES, phase_key
 from simgpu.profile.tomlwrite import Inline, dumps
 
 

@@ -48,13 +48,6 @@ EXACT = 0.002
 TIME_EXACT = 0.05
 
 
-def phase_key(stage: str, phase: str) -> str:
-    """Under which key a stage's phase is measured: `stage.phase` for a phase timed apart
-    (the kernels' ntt, synthesis's transfer), the stage itself for its one phase of its
-    own name (b_g2_msm on the device)."""
-    return stage if phase == stage else f"{stage}.{phase}"
-
-
 def time_laws(stage: str) -> tuple[str, ...]:
     """The candidate laws for the time of a stage (and of each of its phases)."""
     return STAGE_LAWS.get(stage, TIME_LAWS)

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from simgpu.calibrate.fit import phase_key, stage_means, time_law, time_laws
+from simgpu.calibrate.fit import stage_means, time_law, time_laws
 from simgpu.calibrate.measure import Contention
 from simgpu.errors import UserError
+from simgpu.profile.schema import phase_key
 from simgpu.profile.tomlwrite import Inline, dumps
 
 

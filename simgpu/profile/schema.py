@@ -103,6 +103,13 @@ class Phase:
     staging: tuple[str, ...] = ()
 
 
+def phase_key(stage: str, phase: str) -> str:
+    """Under which key a stage's phase is measured and traced: `stage.phase` for a phase
+    timed apart (the kernels' ntt, synthesis's transfer), the stage itself for its one
+    phase of its own name (b_g2_msm on the device)."""
+    return stage if phase == stage else f"{stage}.{phase}"
+
+
 @dataclass(frozen=True)
 class StageSpec:
     name: str

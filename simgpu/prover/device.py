@@ -31,6 +31,7 @@ from py_arkworks_bls12381 import G1Point, G2Point
 
 from simgpu.errors import DesignError
 from simgpu.ledger import current_holder, holder_record, largest_first
+from simgpu.profile.schema import phase_key
 
 if TYPE_CHECKING:
     from simgpu.prover.keys import ProvingKey
@@ -126,7 +127,7 @@ class AllocTrace:
     def note(self, op: str, stage: str, nbytes: int, ptr: int, used: int, total: int) -> None:
         t = time.perf_counter() - self._t0
         phase = current_phase()
-        where = f"{stage}.{phase}" if phase and stage else stage
+        where = phase_key(stage, phase) if phase and stage else stage
         row = (t, threading.current_thread().name, where, op, nbytes, ptr, used, total)
         with self._lock:
             self.rows.append(row)
