@@ -12,7 +12,9 @@ prover settings the profile was calibrated with (circuit family, where b_g2_msm 
 its split), every proof verified, and repeats some configurations to measure the
 run-to-run spread.  One prover is set up per (size, cap) and reused across its
 configurations.  The tight VRAM cap is the model's: the smallest at which two-lock runs
-out of memory with three GPU workers while single-lock does not.
+out of memory with three GPU workers while single-lock does not.  Each run keeps its
+report, the host's speed before and after it, every stage's span (what ran beside what:
+experiments/stream_share.py), and with --alloc-trace every allocation of the pool.
 
 `predict` (anywhere) predicts every measured configuration with the profile and writes
 the table into docs/validation.md: throughput, GPU busy, every stage's mean time under
@@ -112,6 +114,7 @@ def measure(args: argparse.Namespace) -> None:
     from simgpu.real.run import real_document
     from simgpu.real.runtime import RealRuntime
     from simgpu.report.metrics import summarize
+    from simgpu.report.trace import stage_spans
 
     prof = load_profile(args.profile)
     caps: dict[int, int | None] = {}
@@ -194,6 +197,13 @@ def measure(args: argparse.Namespace) -> None:
                         "host_reference_s": [before, after],
                     }
                 )
+                # every stage of every partition, when it ran and on which worker: what ran
+                # beside what (experiments/stream_share.py)
+                out[-1]["stage_spans"] = [
+                    [sp["proof"], sp["partition"], sp["stage"], sp["worker"], sp["start"], sp["end"]]
+                    for sp in stage_spans(result.records)
+                    if sp["kind"] == "stage"
+                ]
                 if trace is not None:
                     out[-1]["alloc_trace"] = trace.rows
                 print(

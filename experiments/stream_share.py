@@ -1,13 +1,15 @@
 """b_g2_msm on the GPU beside the other workers' device work: the card against the model.
 
-A validation run with ``--alloc-trace`` notes, with its time and thread, every allocation
-and free of CuPy's pool (simgpu.prover.device.AllocTrace).  Each b_g2_msm of such a run
-is an episode of its thread's rows; what the other threads allocated meanwhile says what
-ran beside it: nothing, another worker's kernels, or its kernels and a prestage (a
-prestage allocates only its few arrays, so one beside a b_g2_msm is seen only where one
-of its rows falls inside; a prestage's copy that began before it is missed).  Inside an
-episode the thread's rows stop while it waits on the device: the longest such gap
-is printed, and how long its staging upload took (the rows before its fourth array, the
+Each b_g2_msm of a validation run is classed by what the other partitions' stages were
+doing while it ran: nothing, another worker's kernels, or its kernels and a prestage.
+Runs measured since this script keep every stage's span (``stage_spans``) and are
+classed from those, as the model's stages are.  Older runs traced with
+``--alloc-trace`` are classed from the pool's trace (simgpu.prover.device.AllocTrace):
+each b_g2_msm is an episode of its thread's rows, and what the other threads allocated
+meanwhile says what ran beside it (a prestage allocates only its few arrays, so one is
+seen only where one of its rows falls inside; a copy begun before the episode is
+missed).  From a trace also: the longest gap in an episode's rows (its thread waiting on
+the device), and how long its staging upload took (the rows before its fourth array, the
 first of its MSM's temporaries).
 
 The same configuration is predicted (``--runs`` seeds) and the model's b_g2_msm stages
@@ -30,6 +32,7 @@ from typing import Any
 from simgpu.config import PipelineConfig, Workload
 from simgpu.model.sim import SimRuntime
 from simgpu.profile import find_profile, load_profile
+from simgpu.report.trace import stage_spans
 from simgpu.sched.registry import resolve_design
 
 CLASSES = ("alone", "beside kernels", "beside kernels and a prestage")
@@ -74,25 +77,26 @@ def real_episodes(rows: list[list[Any]]) -> list[Episode]:
     return out
 
 
-def model_episodes(records: list[dict[str, Any]]) -> list[Episode]:
-    """b_g2_msm stages of a predicted run's records, classed by what overlapped them."""
-    spans: dict[tuple[Any, Any, str], list[float]] = {}
-    for r in records:
-        if r.get("event") in ("stage_start", "stage_end"):
-            key = (r["proof"], r["partition"], r["fields"]["stage"])
-            spans.setdefault(key, []).append(r["t"])
-    done = {k: v for k, v in spans.items() if len(v) == 2}
+def span_episodes(spans: list[list[Any]]) -> list[Episode]:
+    """b_g2_msm stages of a run, from its stage spans ([proof, partition, stage, worker,
+    start, end]), classed by the other partitions' prestage and kernels overlapping them."""
+    device = [sp for sp in spans if sp[2] in ("prestage", "kernels")]
     out = []
-    for (proof, part, stage), (t0, t1) in done.items():
+    for proof, part, stage, _, t0, t1 in spans:
         if stage != "b_g2_msm":
             continue
-        beside = {
-            s
-            for (p2, q2, s), (a, b) in done.items()
-            if s in ("prestage", "kernels") and (p2, q2) != (proof, part) and a < t1 and b > t0
-        }
+        beside = {s for p2, q2, s, _, a, b in device if (p2, q2) != (proof, part) and a < t1 and b > t0}
         out.append(Episode(t1 - t0, kind_of(beside)))
     return out
+
+
+def spans_of(records: list[Any]) -> list[list[Any]]:
+    """A run's stage spans as gpu_validation.py stores them."""
+    return [
+        [sp["proof"], sp["partition"], sp["stage"], sp["worker"], sp["start"], sp["end"]]
+        for sp in stage_spans(records)
+        if sp["kind"] == "stage"
+    ]
 
 
 def predicted(run: dict[str, Any], profile: str, runs: int, partitions: int, workers: int) -> list[Episode]:
@@ -109,7 +113,7 @@ def predicted(run: dict[str, Any], profile: str, runs: int, partitions: int, wor
     out: list[Episode] = []
     for seed in range(runs):
         result = SimRuntime(prof, cfg, wl, seed=seed).run(design.fn)
-        out += model_episodes([r.as_dict() for r in result.records])
+        out += span_episodes(spans_of(result.records))
     return out
 
 
@@ -139,14 +143,16 @@ def main() -> None:
             runs = json.load(fh)
         for run in runs:
             rows = run.get("alloc_trace")
-            if not rows:
+            traced = real_episodes(rows) if rows else []
+            real = span_episodes(run["stage_spans"]) if run.get("stage_spans") else traced
+            if not real:
                 continue
-            real = real_episodes(rows)
             model = predicted(run, args.profile, args.runs, args.partitions, args.partition_workers)
             for kind in CLASSES:
                 mine = [e for e in real if e.kind == kind]
-                staging = [1e3 * e.staging for e in mine if e.staging is not None]
-                waits = [1e3 * e.longest_wait for e in mine if e.longest_wait is not None]
+                # the staging and the waits are the trace's (classed by its allocations)
+                staging = [1e3 * e.staging for e in traced if e.kind == kind and e.staging is not None]
+                waits = [1e3 * e.longest_wait for e in traced if e.kind == kind and e.longest_wait]
                 med = (f"{statistics.median(staging):.0f}" if staging else "") + " | "
                 med += f"{statistics.median(waits):.0f}" if waits else ""
                 cap = f" at {run['vram_cap'] >> 20} MiB" if run["vram_cap"] else ""
