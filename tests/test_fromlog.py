@@ -12,11 +12,11 @@ from cuzk_fixture import FIXTURE, JOBS, schedule
 from cuzk_fixture import lines as fixture_lines
 from typer.testing import CliRunner
 
-from simgpu.calibrate.cuzklog import read_log
 from simgpu.calibrate.fromlog import fit_from_log
 from simgpu.calibrate.refit import inline_laws
 from simgpu.cli import app, main
 from simgpu.config import PipelineConfig, Workload
+from simgpu.cuzklog import read_log
 from simgpu.model.montecarlo import predict
 from simgpu.model.sim import SimRuntime
 from simgpu.profile import find_profile, load_profile

@@ -1,7 +1,7 @@
 """A run's records as a cuzk daemon log: the lines `simgpu run --timeline FILE` writes.
 
 The same TIMELINE and CUZK_TIMING lines cuzk prints (formats and the stage mapping in
-simgpu.calibrate.cuzklog, docs/log-format.md), plus the startup lines that say how the
+simgpu.cuzklog, docs/log-format.md), plus the startup lines that say how the
 daemon was configured, so that `simgpu calibrate --from-log` reads simgpu's own runs
 exactly as it reads cuzk's.  Only what the records hold is written:
 
@@ -30,7 +30,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from simgpu.calibrate.cuzklog import (
+from simgpu.config import PipelineConfig
+from simgpu.cuzklog import (
     MUTEX_LOCKS,
     PHASE_FIELDS,
     SOURCE_COMMIT,
@@ -38,7 +39,6 @@ from simgpu.calibrate.cuzklog import (
     timing_line,
     tracing_line,
 )
-from simgpu.config import PipelineConfig
 from simgpu.events import Record, RunResult
 
 ENGINE = "cuzk_core::engine"

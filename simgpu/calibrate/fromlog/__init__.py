@@ -1,6 +1,6 @@
 """`simgpu calibrate --from-log`: a profile fitted from a proving daemon's own log.
 
-An operator's cuzk daemon already times what a profile needs (simgpu.calibrate.cuzklog
+An operator's cuzk daemon already times what a profile needs (simgpu.cuzklog
 reads it; docs/log-format.md maps each of its fields to simgpu's stages).  From one log:
 
 * each stage's time and its noise: synthesis from the TIMELINE intervals, prep,

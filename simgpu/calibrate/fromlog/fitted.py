@@ -13,16 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simgpu.calibrate.cuzklog import (
-    MUTEX_LOCKS,
-    PHASE_FIELDS,
-    SOURCE_COMMIT,
-    STAGE_SOURCES,
-    TIMELINE_SOURCE,
-    TIMING_SOURCE,
-    CuzkLog,
-    read_log,
-)
 from simgpu.calibrate.fromlog.bounds import (
     DEVICE,
     JOB_STAGES,
@@ -42,6 +32,16 @@ from simgpu.calibrate.fromlog.samples import QUANTUM, Samples, check_enough, sam
 from simgpu.calibrate.fromlog.settings import KINDS, Settings, infer_design, infer_settings
 from simgpu.calibrate.refit import inline_laws
 from simgpu.config import PipelineConfig, Workload, load_toml, read_config_table
+from simgpu.cuzklog import (
+    MUTEX_LOCKS,
+    PHASE_FIELDS,
+    SOURCE_COMMIT,
+    STAGE_SOURCES,
+    TIMELINE_SOURCE,
+    TIMING_SOURCE,
+    CuzkLog,
+    read_log,
+)
 from simgpu.errors import UserError
 from simgpu.profile import Law, PointsLaw, Profile, find_profile, load_profile, profile_from_dict
 from simgpu.profile.tomlwrite import Inline, dumps

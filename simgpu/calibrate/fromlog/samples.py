@@ -1,7 +1,7 @@
 """The log as jobs: each stage's samples, with when they ran.
 
 Like a stopwatch log turned into a timetable: cuzk's TIMELINE events and CUZK_TIMING
-durations (simgpu.calibrate.cuzklog) become `Job`s, one per timed stage of a partition,
+durations (simgpu.cuzklog) become `Job`s, one per timed stage of a partition,
 with its start and end on the daemon's clock; the GPU part under the mutex is placed
 by what the mutex's acquisitions say (`brackets`).
 """
@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from simgpu.calibrate.cuzklog import PHASE_FIELDS, CuzkLog
+from simgpu.cuzklog import PHASE_FIELDS, CuzkLog
 from simgpu.errors import UserError
 
 #: Fewest samples a stage's time and noise are fitted from.

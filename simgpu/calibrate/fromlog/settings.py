@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from simgpu.calibrate.cuzklog import CuzkLog
+from simgpu.cuzklog import CuzkLog
 from simgpu.errors import UserError
 from simgpu.profile import Profile
 
