@@ -160,10 +160,10 @@ def measure(args: argparse.Namespace) -> None:
                 ex.verified.clear()
                 trace = _trace(ex, label in (args.alloc_trace or ()))
                 flushes, shortfalls = _flushes(ex), len(_shortfalls(ex))
-                before = _host_reference()
+                before, synth_before = _host_reference(), _synthesis_reference(settings.circuit)
                 t = time.perf_counter()
                 result = RealRuntime(ex, cfg, wl, seed=repeat).run(resolve_design(design).fn)
-                after = _host_reference()
+                after, synth_after = _host_reference(), _synthesis_reference(settings.circuit)
                 ok = ex.verified
                 summary = summarize(result)
                 verification = {
@@ -195,6 +195,9 @@ def measure(args: argparse.Namespace) -> None:
                         # the host's speed just before and after the run: the seconds of
                         # calibrate's fixed loop (measure.reference_seconds), median of 9
                         "host_reference_s": [before, after],
+                        # and the seconds of one small synthesis in the driver (compiled
+                        # loops over memory, as synthesis and prep are), fastest of three
+                        "host_synthesis_s": [synth_before, synth_after],
                     }
                 )
                 # every stage of every partition, when it ran and on which worker: what ran
@@ -224,6 +227,16 @@ def _host_reference() -> float:
     from simgpu.calibrate.measure import reference_seconds
 
     return statistics.median(reference_seconds() for _ in range(9))
+
+
+#: The size of the synthesis timed as the host's speed beside the loop: milliseconds.
+SYNTHESIS_REFERENCE_N = 1 << 16
+
+
+def _synthesis_reference(circuit: str) -> float:
+    from simgpu.calibrate.measure import _synth_task
+
+    return min(_synth_task(circuit, SYNTHESIS_REFERENCE_N, 990 + i) for i in range(3))
 
 
 def _trace(ex: Any, on: bool) -> Any:
@@ -432,11 +445,19 @@ def _host_speed(table: list, profile: Path) -> list[str]:
         for m in cal.values()
         if "epilogue_ref" in m
     }
+    synth = [x * 1e3 for r, _ in table for x in r.get("host_synthesis_s", [])]
+    also = (
+        f"  A 2^{SYNTHESIS_REFERENCE_N.bit_length() - 1} synthesis in the driver during the runs: "
+        f"{min(synth):.1f}-{max(synth):.1f} ms, median {statistics.median(synth):.1f}."
+        if synth
+        else ""
+    )
     return [
         "Host speed (a fixed loop's ms; higher is slower): during the runs "
         f"{min(during):.2f}-{max(during):.2f}, median {statistics.median(during):.2f}; during calibrate, "
         + (", ".join(f"at 2^{n.bit_length() - 1} {v:.2f}" for n, v in sorted(at.items())) or "not recorded")
-        + ".",
+        + "."
+        + also,
         "",
     ]
 
