@@ -114,7 +114,7 @@ def measure(args: argparse.Namespace) -> None:
     from simgpu.real.run import real_document
     from simgpu.real.runtime import RealRuntime
     from simgpu.report.metrics import summarize
-    from simgpu.report.trace import stage_spans
+    from simgpu.report.trace import stage_rows
 
     prof = load_profile(args.profile)
     caps: dict[int, int | None] = {}
@@ -202,11 +202,7 @@ def measure(args: argparse.Namespace) -> None:
                 )
                 # every stage of every partition, when it ran and on which worker: what ran
                 # beside what (experiments/stream_share.py)
-                out[-1]["stage_spans"] = [
-                    [sp["proof"], sp["partition"], sp["stage"], sp["worker"], sp["start"], sp["end"]]
-                    for sp in stage_spans(result.records)
-                    if sp["kind"] == "stage"
-                ]
+                out[-1]["stage_spans"] = stage_rows(result.records)
                 if trace is not None:
                     out[-1]["alloc_trace"] = trace.rows
                 print(

@@ -1,7 +1,7 @@
 """b_g2_msm on the GPU beside the other workers' device work: the card against the model.
 
 Each b_g2_msm of a validation run is classed by what the other partitions' stages were
-doing while it ran: nothing, another worker's kernels, or its kernels and a prestage.
+doing while it ran: nothing, a prestage, another worker's kernels, or both.
 Runs measured since this script keep every stage's span (``stage_spans``) and are
 classed from those, as the model's stages are.  Older runs traced with
 ``--alloc-trace`` are classed from the pool's trace (simgpu.prover.device.AllocTrace):
@@ -32,10 +32,10 @@ from typing import Any
 from simgpu.config import PipelineConfig, Workload
 from simgpu.model.sim import SimRuntime
 from simgpu.profile import find_profile, load_profile
-from simgpu.report.trace import stage_spans
+from simgpu.report.trace import stage_rows
 from simgpu.sched.registry import resolve_design
 
-CLASSES = ("alone", "beside kernels", "beside kernels and a prestage")
+CLASSES = ("alone", "beside a prestage", "beside kernels", "beside kernels and a prestage")
 STAGING_ARRAYS = 3  # b_g2_msm's bases batch, tail bases and scalars come before its MSM's
 
 
@@ -48,9 +48,8 @@ class Episode:
 
 
 def kind_of(beside: set[str]) -> str:
-    if "kernels" in beside and "prestage" in beside:
-        return CLASSES[2]
-    return CLASSES[1] if "kernels" in beside or "prestage" in beside else CLASSES[0]
+    """The class of an episode from the other workers' stages seen during it."""
+    return CLASSES[("prestage" in beside) + 2 * ("kernels" in beside)]
 
 
 def real_episodes(rows: list[list[Any]]) -> list[Episode]:
@@ -90,15 +89,6 @@ def span_episodes(spans: list[list[Any]]) -> list[Episode]:
     return out
 
 
-def spans_of(records: list[Any]) -> list[list[Any]]:
-    """A run's stage spans as gpu_validation.py stores them."""
-    return [
-        [sp["proof"], sp["partition"], sp["stage"], sp["worker"], sp["start"], sp["end"]]
-        for sp in stage_spans(records)
-        if sp["kind"] == "stage"
-    ]
-
-
 def predicted(run: dict[str, Any], profile: str, runs: int, partitions: int, workers: int) -> list[Episode]:
     prof = load_profile(find_profile(profile))
     cfg = PipelineConfig(
@@ -113,7 +103,7 @@ def predicted(run: dict[str, Any], profile: str, runs: int, partitions: int, wor
     out: list[Episode] = []
     for seed in range(runs):
         result = SimRuntime(prof, cfg, wl, seed=seed).run(design.fn)
-        out += span_episodes(spans_of(result.records))
+        out += span_episodes(stage_rows(result.records))
     return out
 
 

@@ -65,6 +65,16 @@ def stage_spans(records: list[Record]) -> list[dict[str, Any]]:
     return spans
 
 
+def stage_rows(records: list[Record]) -> list[list[Any]]:
+    """Every stage of every partition as [proof, partition, stage, worker, start, end]:
+    what ran beside what, compactly (validation runs keep it)."""
+    return [
+        [sp["proof"], sp["partition"], sp["stage"], sp["worker"], sp["start"], sp["end"]]
+        for sp in stage_spans(records)
+        if sp["kind"] == "stage"
+    ]
+
+
 def lock_spans(records: list[Record]) -> list[dict[str, Any]]:
     held: dict[str, Record] = {}
     out = []
