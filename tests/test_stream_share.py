@@ -25,7 +25,7 @@ def test_a_b_g2_msm_is_classed_by_the_other_partitions_device_stages_beside_it()
         [0, 2, "prestage", "w0", 1.35, 1.36],  # a prestage overlaps that one
         [0, 2, "kernels", "w0", 1.36, 1.5],
         [0, 2, "b_g2_msm", "w0", 2.0, 2.05],  # nothing else on the device
-        [0, 3, "prestage", "w1", 2.9, 3.1],
+        [0, 4, "prestage", "w1", 2.9, 3.1],  # another partition's
         [0, 3, "b_g2_msm", "w0", 3.0, 3.05],  # a prestage beside it, no kernels
     ]
     eps = stream_share.span_episodes(spans)
