@@ -40,6 +40,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 from py_arkworks_bls12381 import GT, G1Point, G2Point, Scalar
@@ -64,6 +65,7 @@ from simgpu.prover.synthesis import Synthesized, synthesize
 
 PROOF_BYTES = 192
 _ONE = Scalar(1)
+P = TypeVar("P", G1Point, G2Point)
 
 
 # --- prep ------------------------------------------------------------------------------
@@ -278,19 +280,7 @@ def _stream_msm(
                 finally:
                     backend.free(idx)
             if len(tails):
-                idx = backend.upload(f"{tag}_index", tails)
-                try:
-                    gathered = backend.gather(f"{tag}_tail_bases", bases, idx.array)
-                finally:
-                    backend.free(idx)
-                try:
-                    sc = backend.upload(f"{tag}_scalars", tail_scalars)
-                    try:
-                        acc = acc + backend.msm(gathered.array, sc.array, tag)
-                    finally:
-                        backend.free(sc)
-                finally:
-                    backend.free(gathered)
+                acc = acc + _gathered_msm(backend, backend.msm, tag, bases, tails, tail_scalars)
     finally:
         if staging is not None:
             backend.free(staging)
@@ -405,6 +395,33 @@ def b_g2_msm(
     return functools.reduce(operator.add, parts, G2Point.identity())
 
 
+def _gathered_msm(
+    backend: Device,
+    msm: Callable[[object, object, str], P],
+    tag: str,
+    bases: object,
+    index: np.ndarray,
+    scalars: np.ndarray,
+) -> P:
+    """One Pippenger MSM over the rows `index` of `bases`, gathered on the device, with
+    `scalars` uploaded beside them.  The order of the device's arrays is the prover's
+    grain that calibrate measures (simgpu.calibrate.arrays): the index, the gathered
+    bases (the index freed), the scalars, then the MSM's own; all freed on return."""
+    idx = backend.upload(f"{tag}_index", index)
+    try:
+        gathered = backend.gather(f"{tag}_tail_bases", bases, idx.array)
+    finally:
+        backend.free(idx)
+    try:
+        sc = backend.upload(f"{tag}_scalars", scalars)
+        try:
+            return msm(gathered.array, sc.array, tag)
+        finally:
+            backend.free(sc)
+    finally:
+        backend.free(gathered)
+
+
 def b_g2_batch(split: QuerySplit, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows [start, stop) of the B query as one G2 MSM: positions (relative to start,
     int32) of the tails then the ones, and their scalars (the ones' equal to 1)."""
@@ -438,19 +455,9 @@ def _b_g2_on_device(prepared: Prepared, pk: ProvingKey, backend: Device) -> G2Po
             index, scalars = b_g2_batch(split, start, stop)
             if not len(index):
                 continue
-            idx = backend.upload(f"{tag}_index", index)
-            try:
-                gathered = backend.gather(f"{tag}_tail_bases", staging.array[: stop - start], idx.array)
-            finally:
-                backend.free(idx)
-            try:
-                sc = backend.upload(f"{tag}_scalars", scalars)
-                try:
-                    acc = acc + backend.msm_g2(gathered.array, sc.array, tag)
-                finally:
-                    backend.free(sc)
-            finally:
-                backend.free(gathered)
+            acc = acc + _gathered_msm(
+                backend, backend.msm_g2, tag, staging.array[: stop - start], index, scalars
+            )
     finally:
         backend.free(staging)
     return acc
