@@ -54,3 +54,21 @@ def test_a_traced_b_g2_msm_gives_its_staging_and_its_longest_wait():
     assert ep.seconds == pytest.approx(0.046)
     assert ep.staging == pytest.approx(0.010)
     assert ep.longest_wait == pytest.approx(0.035)
+
+
+def test_a_runs_stage_rows_hold_every_stage_of_every_partition_in_order():
+    from conftest import simulate, tiny_profile
+
+    from simgpu.report.trace import stage_rows
+
+    result, _ = simulate(tiny_profile(), "single-lock", proofs=2, concurrency=2)
+    rows = stage_rows(result.records)
+    stages = {}
+    for proof, part, stage, worker, start, end in rows:
+        assert start <= end
+        assert (worker is None) == (stage in ("synthesis", "prep"))  # the GPU worker's stages name it
+        stages.setdefault((proof, part), []).append((start, stage))
+    assert len(stages) == sum(p.partitions for p in result.proofs)
+    pipeline = ["synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue"]
+    for spans in stages.values():
+        assert [s for _, s in sorted(spans)] == pipeline
