@@ -350,3 +350,17 @@ def test_a_deadlock_exits_3_and_leads_with_its_cycle(capsys):
     rt = SimRuntime(prof, PipelineConfig(proofs=1, concurrency=1), prof.workload())
     dl = rt.run(resolve_design(f"{CROSSED}:crossed_locks").fn).deadlock
     assert sorted(dl.cycle) == ["gpu0.w0", "gpu0.w1"] and dl.roots == []
+
+
+def test_a_configuration_built_in_python_is_checked_as_a_flag_would_be():
+    """The runtimes take a PipelineConfig from Python too (an API user, a sweep): a value
+    the command line would refuse is refused with the same one line, before anything runs."""
+    from simgpu.config import PipelineConfig
+    from simgpu.errors import UserError
+    from simgpu.model.sim import SimRuntime
+
+    prof = tiny_profile()
+    with pytest.raises(UserError, match="placement: unknown policy 'least-loaded'"):
+        SimRuntime(prof, PipelineConfig(placement="least-loaded"), prof.workload())
+    with pytest.raises(UserError, match="gpu_workers_per_device"):
+        SimRuntime(prof, PipelineConfig(gpu_workers_per_device=0), prof.workload())

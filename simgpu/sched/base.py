@@ -37,7 +37,8 @@ class RuntimeBase:
         seed: int = 0,
         guard: contextlib.AbstractContextManager[Any] | None = None,
     ) -> None:
-        self.config = config
+        # a configuration built in Python gets the one-line answer a flag or a TOML gets
+        self.config = config.validate()
         self.workload = workload
         self.seed = seed
         self.records: list[Record] = []
