@@ -2,9 +2,10 @@
 # The next H200 lease (issue #19), two calls.  What the last session left open is how the
 # one stream shares the device: b_g2_msm beside another worker's kernels took 2.2x its
 # time alone on the tenth lease's card (the model 1.7x), but only 1.2x beside a whole
-# GPU worker's prestage + kernels loop on the sixth lease's probe, and F and G show the
-# even share right; and prestage's link demand stands in for uploads that wait behind a
-# prestage on the stream (docs/validation.md, "b_g2_msm beside the other workers").
+# GPU worker's prestage + kernels loop on the sixth lease's probe; and prestage's link
+# demand stands in for uploads that wait behind a prestage on the stream
+# (docs/validation.md, "How the one stream shares the device"; run on 2026-12-01:
+# docs/data/h200-2026-12-01j).
 #
 #   call 1: bash experiments/device_lease12.sh 1   (pytest -m gpu; calibrate; the probes)
 #   call 2: bash experiments/device_lease12.sh 2   (the designs with every stage's span)
@@ -14,7 +15,7 @@
 # probes time the kernels beside a G2 MSM loop and beside one prestage), and the driver
 # probe at 2^22 and 2^20: prestage, kernels and b_g2_msm each alone and beside one other
 # GPU worker looping prestage + kernels (gpu:1), which calibrate does not time.
-# Call 2 runs B, E (three times), F, G (twice), J at 2650 MiB (three times, traced once),
+# Call 2 runs B, E (three times), F, G (once), J at 2650 MiB (three times, traced once),
 # each run keeping every stage's span, so experiments/stream_share.py can class every
 # b_g2_msm of every configuration by what ran beside it, on the card and in the model.
 set -u
