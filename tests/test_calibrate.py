@@ -147,6 +147,9 @@ def test_calibrate_the_cpu_backend(tmp_path):
     assert drift == pytest.approx(max(refs) / min(refs), abs=1e-3)
     assert ("speed moved" in " ".join(r.output.split())) == (drift > HOST_DRIFT_WARN)  # Rich may wrap
     assert "buffer_arrays" not in doc  # the CPU backend's ledger has no pool to trace
+    # the allocator a cap meets: exact bytes in the CPU backend's ledger (CuPy's caching
+    # pool on the GPU, which calibrate now writes itself)
+    assert doc["hardware"]["vram_pool"] == "exact"
     prof = load_profile(out)
     assert prof.hardware.cpu_cores >= 1 and "synthesis" in prof.stages
     assert prof.calibrated_b_g2_threads == 4  # what its b_g2_msm times hold for

@@ -296,8 +296,10 @@ class ProverExecutor:
 
     def hardware(self) -> dict[str, Any]:
         """The machine as a profile's [hardware] table sees it: what the executor knows
-        (device, its capacity or cap, cores, RAM, the CUDA driver).  Bandwidths are not
-        known here (1.0 GB/s placeholders); calibrate measures and replaces them."""
+        (device, its capacity or cap, cores, RAM, the CUDA driver, the allocator a cap
+        meets: CuPy's caching pool on the GPU, exact bytes in the CPU backend's ledger).
+        Bandwidths are not known here (1.0 GB/s placeholders); calibrate measures and
+        replaces them."""
         b = self.backends[0]
         driver = ""
         if self.settings.backend == "cupy":
@@ -314,6 +316,7 @@ class ProverExecutor:
             "membw_gbps": 1.0,
             "h2d_gbps": 1.0,
             "driver": driver,
+            "vram_pool": "caching" if self.settings.backend == "cupy" else "exact",
         }
 
     def device_name(self) -> str:
