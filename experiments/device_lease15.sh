@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The fifteenth H200 lease (issue #19), one short call: where b_g2_msm's time on the host
+# goes beside another worker's kernels.  The fourteenth lease found that a shorter
+# switch interval does not shorten it (so it is not the interpreter lock handed over
+# every 5 ms); these traces also time every launching call, so the host time splits into
+# time inside the driver (a launch held up while another thread's copy to pageable
+# memory waits on the stream) and time in Python.  At 2^20, whose keys build in seconds:
+# O (two-lock-reserve, two workers, j = 2) and L (single-lock, two workers).
+#
+#   bash experiments/device_lease15.sh
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-out/device}
+LOGS=$OUT/lease15
+mkdir -p "$LOGS"
+source "$(dirname "$0")/lease_lib.sh"
+lease_machine
+for label in O L; do
+  timeout 100 python3 experiments/gpu_validation.py measure --profile simgpu/profile/profiles/h200-cupy.toml \
+    --only "$label" --kernel-trace "$label" --json "$LOGS/traced-$label.json" > "$LOGS/traced-$label.log" 2>&1
+  echo "traced $label rc=$? at $SECONDS s"; grep -E "s/proof|Error" "$LOGS/traced-$label.log" | cut -c1-110
+  gzip -f "$LOGS/traced-$label.json"
+done

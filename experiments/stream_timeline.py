@@ -1,0 +1,219 @@
+"""How the one stream serves several GPU workers, read from a kernel trace (issue #19).
+
+`experiments/kernel_trace.py` records every kernel, copy and memset a real run put on
+the device, the thread whose driver call launched it, and every stage each thread ran.
+This reads one such run and splits each GPU stage's span on its worker's thread into
+
+    own device time    its own kernels and copies running on the device
+    others' device     the other workers' kernels and copies running while it waited
+    device idle        nothing on the device: every worker was on the host (launches,
+                       Python, the interpreter lock, a pageable copy's host half)
+
+and the host side into the time its thread waited in a synchronising call (a stream
+synchronize, a copy to pageable memory) and the time it ran on the host between those,
+with the stage's grain: how many kernels and copies it launched, and how many times it
+waited for the device.
+Each stage is classed by what the other GPU workers ran beside it, as
+experiments/stream_share.py classes the spans: a sharing law must give every class.
+
+    python experiments/stream_timeline.py docs/data/h200-2026-12-01k/traced-F.json.gz
+
+The trace's thread ids are the profiler's, not the host's: each is matched to the GPU
+worker whose stage spans hold its launches, and the offset between the two clocks is
+found the same way (the launches of a stage fall inside its span).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import gzip
+import itertools
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+GPU_STAGES = ("prestage", "kernels", "b_g2_msm")
+#: Driver calls in which a thread waits for the device.
+WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync", "cuStreamSynchronize")
+
+
+def load(path: str) -> list[dict[str, Any]]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return [r for r in json.load(f) if "kernel_trace" in r]
+
+
+def _align(kt: dict[str, Any]) -> tuple[dict[int, int], float]:
+    """(profiler tid -> host tid, CUPTI µs minus span µs): each launching thread is the
+    GPU worker, and the offset the one, that puts the most of its launches inside that
+    worker's GPU stage spans."""
+    launches: dict[int, list[float]] = defaultdict(list)
+    for op in kt["ops"]:
+        if op[5] is not None:
+            launches[op[5]].append(op[6])
+    spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for tid, stage, *_, t0, t1 in kt["spans"]:
+        if stage in GPU_STAGES:
+            spans[tid].append((t0, t1))
+    for v in spans.values():
+        v.sort()
+    sample = {k: sorted(ls)[:: max(1, len(ls) // 400)] for k, ls in launches.items()}
+    first = {k: min(ls) for k, ls in launches.items()}
+
+    def score(k: int, tid: int, off: float) -> float:
+        ss = spans[tid]
+        starts = [a for a, _ in ss]
+        inside = 0
+        for t in sample[k]:
+            i = bisect.bisect_right(starts, t - off) - 1
+            inside += i >= 0 and ss[i][0] <= t - off <= ss[i][1]
+        return inside / len(sample[k])
+
+    # one offset for every thread: the first launch of some thread just after one of the
+    # first spans of some worker opens; each thread then goes to a distinct worker
+    candidates = {first[k] - a for k in launches for ss in spans.values() for a, _ in ss[:6]}
+    best = (-1.0, {}, 0.0)
+    ks, tids = sorted(launches), sorted(spans)
+    for off in candidates:
+        for perm in itertools.permutations(tids, len(ks)):
+            total = sum(score(k, tid, off) for k, tid in zip(ks, perm, strict=True))
+            if total > best[0]:
+                best = (total, dict(zip(ks, perm, strict=True)), off)
+    total, mapping, off = best
+    if total < 0.95 * len(ks):
+        raise SystemExit(
+            f"the trace does not align: {total / max(1, len(ks)):.0%} of launches in their spans"
+        )
+    return mapping, off
+
+
+def _overlap(intervals: list[tuple[float, float]], a: float, b: float) -> float:
+    """Total length of the union of `intervals` (sorted by start) within [a, b]."""
+    total, cur_a, cur_b = 0.0, None, None
+    for s, e in intervals:
+        s, e = max(s, a), min(e, b)
+        if e <= s:
+            continue
+        if cur_b is None or s > cur_b:
+            if cur_b is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = s, e
+        else:
+            cur_b = max(cur_b, e)
+    if cur_b is not None:
+        total += cur_b - cur_a
+    return total
+
+
+def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every GPU stage of the run, its span split as the module says (µs)."""
+    kt = record["kernel_trace"]
+    names = kt["names"]
+    mapping, off = _align(kt)
+    host_of = {k: tid for k, tid in mapping.items()}
+    dev_ops: dict[int, list[tuple[float, float]]] = defaultdict(list)  # by host tid
+    launched: dict[int, list[float]] = defaultdict(list)
+    in_launch: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for op in kt["ops"]:
+        tid = host_of.get(op[5])
+        dev_ops[tid].append((op[2] - off, op[2] + op[3] - off))
+        if op[6] is not None:
+            launched[tid].append(op[6] - off)
+            if len(op) > 7 and op[7] is not None:  # traces since 2026-12-02 time the call too
+                in_launch[tid].append((op[6] - off, op[6] + op[7] - off))
+    for v in [*launched.values(), *in_launch.values()]:
+        v.sort()
+    for v in dev_ops.values():
+        v.sort()
+    every = sorted(iv for v in dev_ops.values() for iv in v)
+    waits: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for name, k, ts, dur in kt["calls"]:
+        if names[name] in WAITS and k in host_of:
+            waits[host_of[k]].append((ts - off, ts + dur - off))
+    for v in waits.values():
+        v.sort()
+    gpu_spans = [s for s in kt["spans"] if s[1] in GPU_STAGES and s[0] in dev_ops]
+    out = []
+    for tid, stage, proof, index, t0, t1 in gpu_spans:
+        beside = sorted({s[1] for s in gpu_spans if s[0] != tid and s[4] < t1 and s[5] > t0})
+        others = sorted(iv for k, v in dev_ops.items() if k != tid for iv in v)
+        own = _overlap(dev_ops[tid], t0, t1)
+        busy = _overlap(every, t0, t1)
+        wait = _overlap(waits[tid], t0, t1)
+        starts = [a for a, _ in waits[tid]]
+        out.append(
+            {
+                "stage": stage,
+                "tid": tid,
+                "proof": proof,
+                "index": index,
+                "span": t1 - t0,
+                "own_device": own,
+                "others_device": _overlap(others, t0, t1),
+                "others_only": busy - own,
+                "idle": (t1 - t0) - busy,
+                "waiting": wait,
+                "host": (t1 - t0) - wait,
+                # of which inside its launching calls (the driver), where traced
+                "in_launches": _overlap(in_launch[tid], t0, t1),
+                "beside": "+".join(beside) or "nothing",
+                # the grain: its launches, and its waits for the device (each a sync point)
+                "launches": bisect.bisect(launched[tid], t1) - bisect.bisect(launched[tid], t0),
+                "waits": bisect.bisect(starts, t1) - bisect.bisect(starts, t0),
+            }
+        )
+    return out
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["stage"], r["beside"])].append(r)
+    lines = [
+        "| stage | beside | n | span ms | own device | others' device (not own) | idle | waiting "
+        "| on the host | of it in launch calls | launches | waits |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for (stage, beside), rs in sorted(groups.items()):
+
+        def m(key: str, rs: list[dict[str, Any]] = rs) -> str:
+            return f"{statistics.mean(r[key] for r in rs) / 1e3:.1f}"
+
+        def n(key: str, rs: list[dict[str, Any]] = rs) -> str:
+            return f"{statistics.mean(r[key] for r in rs):.0f}"
+
+        lines.append(
+            f"| {stage} | {beside} | {len(rs)} | {m('span')} | {m('own_device')} | "
+            f"{m('others_only')} | {m('idle')} | {m('waiting')} | {m('host')} | {m('in_launches')} | "
+            f"{n('launches')} | {n('waits')} |"
+        )
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--json", help="write every episode here")
+    args = ap.parse_args()
+    every: list[dict[str, Any]] = []
+    for path in args.paths:
+        for rec in load(path):
+            rows = episodes(rec)
+            for r in rows:
+                r["label"] = rec["label"]
+            every += rows
+            run = f"{rec['label']}{rec['repeat']} ({rec['design']}, {rec['gpu_workers']} GPU workers)"
+            print(f"\n{Path(path).name} {run}")
+            print("\n".join(table(rows)))
+    if len(args.paths) > 1 or len({r["label"] for r in every}) > 1:
+        print("\nall runs")
+        print("\n".join(table(every)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(every, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""How the one stream served each GPU stage (experiments/stream_timeline.py), worked by
+hand on a small kernel trace, and the validation's OOM rule (experiments/gpu_validation.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+from conftest import ROOT
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+stream_timeline = _load("stream_timeline")
+gpu_validation = _load("gpu_validation")
+
+#: CUPTI's clock runs this far ahead of the spans' clock in the trace below (µs).
+OFF = 1_000_000.0
+
+
+def _trace() -> dict:
+    """Two GPU workers (host threads 11 and 12; the profiler calls them 901 and 902).
+    Worker 11's kernels stage runs 0-100 µs (spans' clock); worker 12's b_g2_msm 20-80.
+    On the device: 11's kernel 0-50, 12's kernel 50-60, 11's kernel 60-90, idle after."""
+    ops = [
+        # [name, category, start, dur, stream, launching tid, launch time]
+        [0, 0, OFF + 1, 49, 7, 901, OFF + 0.5],
+        [1, 0, OFF + 50, 10, 7, 902, OFF + 21],
+        [0, 0, OFF + 60, 30, 7, 901, OFF + 55],
+    ]
+    calls = [
+        # [name, tid, start, dur]: 12 waits in a synchronize 22-60, 11 in a copy 56-90
+        [2, 902, OFF + 22, 38],
+        [3, 901, OFF + 56, 34],
+    ]
+    spans = [
+        [11, "kernels", 0, 0, 0.0, 100.0],
+        [12, "b_g2_msm", 0, 1, 20.0, 80.0],
+        [11, "epilogue", 0, 0, 100.0, 120.0],
+    ]
+    return {
+        "names": ["msm_accumulate", "msm_reduce_g2", "cudaStreamSynchronize", "cudaMemcpyAsync"],
+        "categories": ["kernel", "gpu_memcpy", "gpu_memset"],
+        "ops": ops,
+        "calls": calls,
+        "spans": spans,
+        "offset_us": 0.0,
+    }
+
+
+def test_each_gpu_stage_splits_into_its_own_device_time_the_others_and_idle():
+    rows = {r["stage"]: r for r in stream_timeline.episodes({"kernel_trace": _trace()})}
+    assert set(rows) == {"kernels", "b_g2_msm"}  # the epilogue is not a GPU stage
+    k, b = rows["kernels"], rows["b_g2_msm"]
+    assert k["beside"] == "b_g2_msm" and b["beside"] == "kernels"
+    # kernels, 0-100: own 1-50 and 60-90; the other's 50-60; idle 0-1 and 90-100
+    assert k["own_device"] == pytest.approx(79)
+    assert k["others_only"] == pytest.approx(10)
+    assert k["idle"] == pytest.approx(11)
+    assert k["waiting"] == pytest.approx(34) and k["host"] == pytest.approx(66)
+    # b_g2_msm, 20-80: own 50-60; the other's 20-50 and 60-80; never idle
+    assert b["own_device"] == pytest.approx(10)
+    assert b["others_only"] == pytest.approx(50)
+    assert b["idle"] == pytest.approx(0)
+    assert b["waiting"] == pytest.approx(38)
+
+
+def test_a_trace_whose_launches_fall_outside_every_span_is_refused():
+    t = _trace()
+    t["spans"] = [[11, "kernels", 0, 0, 5000.0, 5001.0], [12, "b_g2_msm", 0, 1, 9000.0, 9001.0]]
+    with pytest.raises(SystemExit, match="does not align"):
+        stream_timeline.episodes({"kernel_trace": t})
+
+
+@pytest.mark.parametrize(
+    ("p", "k", "n", "right"),
+    [
+        (0.0, 0, 3, True),  # never, and the card never
+        (0.0, 1, 3, False),  # never, but the card ran out once
+        (1.0, 3, 3, True),
+        (1.0, 2, 3, False),
+        (0.1, 0, 3, True),  # a race the model gives 1 in 10: 0 of 3 is likely
+        (0.1, 1, 3, True),  # and 1 of 3 has a 24% chance
+        (0.1, 3, 3, False),  # 3 of 3 has 0.1%
+        (0.5, 3, 3, True),
+    ],
+)
+def test_the_oom_outcome_is_right_when_the_model_gives_the_real_count_a_fair_chance(p, k, n, right):
+    assert gpu_validation.oom_plausible(p, k, n) is right
