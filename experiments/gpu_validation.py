@@ -293,7 +293,7 @@ def _pct(x: float | None) -> str:
 
 def predict_all(args: argparse.Namespace) -> None:
     prof = load_profile(args.profile)
-    rows = json.loads(Path(args.json).read_text())
+    rows = [r for path in [args.json, *args.more_json] for r in json.loads(Path(path).read_text())]
     table = []
     for r in rows:
         n = r["constraints"]
@@ -533,6 +533,12 @@ def main() -> None:
         nargs="*",
         default=[],
         help="record every kernel and copy on the device, and the thread that launched it, in these runs",
+    )
+    ap.add_argument(
+        "--more-json",
+        nargs="*",
+        default=[],
+        help="predict: more measured runs of the same lease, appended to --json's (their repeats pooled)",
     )
     ap.add_argument(
         "--switch-interval",
