@@ -13,7 +13,7 @@ it sees CuPy's launches as well, because CUPTI's activity records are per proces
     record = kt.record()       # JSON-able: names, ops, driver calls, stage spans
 
 The record's clock is microseconds on CUPTI's timebase; `offset_us` maps the host's
-`time.perf_counter()` onto it (marker launches before and after the run), so the stage
+`time.perf_counter()` onto it (marker synchronizes before and after the run), so the stage
 spans, taken on perf_counter, are given on CUPTI's clock too.  CUPTI adds a few
 microseconds per launch: a traced run's timings are not the untraced run's, its order is.
 """
@@ -88,8 +88,8 @@ class KernelTrace:
         return self
 
     def _mark(self) -> None:
-        """Five marker copies from this thread, each bracketed on perf_counter: their
-        driver calls on CUPTI's clock give the offset between the clocks."""
+        """Five device synchronizes from this thread, each bracketed on perf_counter:
+        their calls on CUPTI's clock give the offset between the clocks."""
         import cupy as cp
 
         for _ in range(5):
@@ -101,7 +101,7 @@ class KernelTrace:
     def __exit__(self, *exc: Any) -> None:
         self._mark()
         self._prof.__exit__(*exc)
-        self.ex.run_stage = self._orig
+        del self.ex.run_stage  # the executor's own method again
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / "trace.json"
             self._prof.export_chrome_trace(str(path))
