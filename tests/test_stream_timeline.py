@@ -94,3 +94,12 @@ def test_a_trace_whose_launches_fall_outside_every_span_is_refused():
 )
 def test_the_oom_outcome_is_right_when_the_model_gives_the_real_count_a_fair_chance(p, k, n, right):
     assert gpu_validation.oom_plausible(p, k, n) is right
+
+
+def test_long_stretches_are_the_host_work_with_no_driver_call_in_it():
+    # µs: launches at 10 and 2000, a wait 2500-2600, in a stage spanning 0-5000
+    n, total = stream_timeline._long_stretches([10.0, 2000.0], [(2500.0, 2600.0)], 0.0, 5000.0)
+    assert n == 2  # 10 -> 2000 and 2600 -> 5000; 0 -> 10 and 2000 -> 2500 are short
+    assert total == pytest.approx(1990 + 2400)
+    # a wait that began before the span still ends the stretch at its start
+    assert stream_timeline._long_stretches([], [(-50.0, 3000.0)], 0.0, 3500.0) == (0, 0.0)
