@@ -150,9 +150,8 @@ def _long_stretches(
 ) -> tuple[int, float]:
     """(how many, µs in all) of the stretches in [t0, t1] longer than LONG_STRETCH_US in
     which the thread made no driver call: between one call's end and the next's start."""
-    calls = sorted(
-        [(t, t) for t in launches if t0 <= t <= t1] + [w for w in waits if w[0] >= t0 and w[1] <= t1]
-    )
+    inside = [(max(a, t0), min(b, t1)) for a, b in waits if b > t0 and a < t1]
+    calls = sorted([(t, t) for t in launches if t0 <= t <= t1] + inside)
     n, total, prev = 0, 0.0, t0
     for a, b in [*calls, (t1, t1)]:
         if a - prev > LONG_STRETCH_US:
