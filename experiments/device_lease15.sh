@@ -2,9 +2,10 @@
 # The fifteenth H200 lease (issue #19), one short call: where b_g2_msm's time on the host
 # goes beside another worker's kernels.  The fourteenth lease found that a shorter
 # switch interval does not shorten it (so it is not the interpreter lock handed over
-# every 5 ms); these traces also time every launching call, so the host time splits into
-# time inside the driver (a launch held up while another thread's copy to pageable
-# memory waits on the stream) and time in Python.  At 2^20, whose keys build in seconds:
+# every 5 ms), and the thirteenth's traces put it in a few long stretches of host work
+# before an upload; these traces keep every driver call with its duration, so those
+# stretches split into time inside the driver (a call held up while another thread's
+# copy to pageable memory runs) and time in Python (experiments/stream_timeline.py).  At 2^20, whose keys build in seconds:
 # O (two-lock-reserve, two workers, j = 2) and L (single-lock, two workers).
 #
 #   bash experiments/device_lease15.sh

@@ -28,28 +28,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: Driver and runtime calls kept besides launches: where a thread waits for the device.
-SYNC_CALLS = (
-    "cuStreamSynchronize",
-    "cudaStreamSynchronize",
-    "cuCtxSynchronize",
-    "cudaDeviceSynchronize",
-    "cuEventSynchronize",
-    "cudaEventSynchronize",
-    "cuMemcpyDtoH_v2",
-    "cuMemcpyHtoD_v2",
-    "cudaMemcpy",
-    "cuMemcpy",
-    "cuMemcpyAsync",
-    "cudaMemcpyAsync",
-    "cuMemAlloc_v2",
-    "cudaMalloc",
-    "cuMemFree_v2",
-    "cudaFree",
-    "cudaHostAlloc",
-    "cuMemHostAlloc",
-    "cudaMallocHost",
-)
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
@@ -110,7 +88,7 @@ class KernelTrace:
     def record(self) -> dict[str, Any]:
         """The run's device activity, compacted: `names` (kernel and call names), `ops`
         ([name, category, start_us, dur_us, stream, launching tid, launch_us] per kernel,
-        copy or memset), `calls` ([name, tid, start_us, dur_us] per waiting driver call),
+        copy or memset), `calls` ([name, tid, start_us, dur_us] per runtime or driver call),
         `spans` ([tid, stage, proof, index, start_us, end_us] per stage run), `offset_us`."""
         assert self._trace is not None, "record() after the traced run"
         events = self._trace["traceEvents"]
@@ -139,11 +117,9 @@ class KernelTrace:
                 ]
             )
         ops.sort(key=lambda o: o[2])
-        calls = [
-            [nid(e["name"]), e["tid"], round(float(e["ts"]), 3), round(float(e["dur"]), 3)]
-            for e in api
-            if e["name"] in SYNC_CALLS
-        ]
+        # every runtime and driver call, launches included: a thread's time inside the
+        # driver is what tells a call held up there from host work in Python
+        calls = [[nid(e["name"]), e["tid"], round(float(e["ts"]), 3), round(float(e["dur"]), 3)] for e in api]
         offset = self._offset(api)
         spans = [
             [tid, stage, proof, index, round(t0 * 1e6 + offset, 3), round(t1 * 1e6 + offset, 3)]

@@ -182,10 +182,11 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
         v.sort()
     every = sorted(iv for v in dev_ops.values() for iv in v)
     waits: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    in_driver: dict[int, list[tuple[float, float]]] = defaultdict(list)  # the other calls
     for name, k, ts, dur in kt["calls"]:
-        if names[name] in WAITS and k in host_of:
-            waits[host_of[k]].append((ts - off, ts + dur - off))
-    for v in waits.values():
+        if k in host_of:
+            (waits if names[name] in WAITS else in_driver)[host_of[k]].append((ts - off, ts + dur - off))
+    for v in [*waits.values(), *in_driver.values()]:
         v.sort()
     gpu_spans = [s for s in kt["spans"] if s[1] in GPU_STAGES and s[0] in dev_ops]
     out = []
@@ -210,8 +211,9 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
                 "idle": (t1 - t0) - busy,
                 "waiting": wait,
                 "host": (t1 - t0) - wait,
-                # of which inside its launching calls (the driver), where traced
-                "in_launches": _overlap(in_launch[tid], t0, t1),
+                # of which inside its other driver calls (launches, allocations): traces
+                # since 2026-12-02 keep every call, the earlier ones only when each began
+                "in_driver": max(_overlap(in_launch[tid], t0, t1), _overlap(in_driver[tid], t0, t1)),
                 # of it in stretches of more than LONG_STRETCH_US without a driver call
                 "host_long": long_s,
                 "host_long_n": long_n,
@@ -230,7 +232,8 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         groups[(r["stage"], r["beside"])].append(r)
     lines = [
         "| stage | beside | n | span ms | own device | others' device (not own) | idle | waiting "
-        "| on the host | of it in stretches > 1 ms (how many) | of it in launch calls | launches | waits |",
+        "| on the host | of it in stretches > 1 ms (how many) | of it in other driver calls "
+        "| launches | waits |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (stage, beside), rs in sorted(groups.items()):
@@ -244,7 +247,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"| {stage} | {beside} | {len(rs)} | {m('span')} | {m('own_device')} | "
             f"{m('others_only')} | {m('idle')} | {m('waiting')} | {m('host')} | "
-            f"{m('host_long')} ({statistics.mean(r['host_long_n'] for r in rs):.1f}) | {m('in_launches')} | "
+            f"{m('host_long')} ({statistics.mean(r['host_long_n'] for r in rs):.1f}) | {m('in_driver')} | "
             f"{n('launches')} | {n('waits')} |"
         )
     return lines
