@@ -1,5 +1,6 @@
-"""How the one stream served each GPU stage (experiments/stream_timeline.py), worked by
-hand on a small kernel trace, and the validation's OOM rule (experiments/gpu_validation.py)."""
+"""How the one stream served each GPU stage (experiments/stream_timeline.py) and its
+replay with a driver lock (experiments/driver_lock_replay.py), worked by hand on small
+traces, and the validation's OOM rule (experiments/gpu_validation.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def _load(name: str):
 
 stream_timeline = _load("stream_timeline")
 gpu_validation = _load("gpu_validation")
+driver_lock_replay = _load("driver_lock_replay")  # imports stream_timeline, loaded above
 
 #: CUPTI's clock runs this far ahead of the spans' clock in the trace below (µs).
 OFF = 1_000_000.0
@@ -103,3 +105,27 @@ def test_long_stretches_are_the_host_work_with_no_driver_call_in_it():
     assert total == pytest.approx(1990 + 2400)
     # a wait that began before the span still ends the stretch at its start
     assert stream_timeline._long_stretches([], [(-50.0, 3000.0)], 0.0, 3500.0) == (0, 0.0)
+
+
+def test_the_replay_serves_one_stream_in_order_and_the_driver_lock_holds_through_a_pageable_copy():
+    r = driver_lock_replay
+    step = r.Step
+    # A queues a 10 ms kernel and reads back through pageable memory (1 ms on the device);
+    # B, 1 ms later, queues a 1 ms kernel, spends 0.5 ms on the host, and is done.
+    a = [step(0, "launch", 10_000), step(0, "pageable", 1_000), step(0, "end")]
+    b = [step(1_000, "launch", 1_000), step(500, "end")]
+    b_synced = [step(1_000, "launch", 1_000), step(0, "sync"), step(0, "end")]
+
+    def spans(locked, b_steps):
+        env = r.simpy.Environment()
+        stream = r.Stream(env, locked)
+        pa, pb = env.process(stream.run(a)), env.process(stream.run(b_steps))
+        env.run()
+        return pa.value, pb.value
+
+    # A's read-back waits for its kernel; B's launch only queues work, so B is done at 1.5 ms
+    assert spans(False, b) == (11_000, 1_500)
+    # with the lock, B's launch waits until A's copy has run (11 ms), then its host time
+    assert spans(True, b) == (11_000, 11_500)
+    # a sync waits for all the stream holds: A's kernel and copy, then B's own kernel
+    assert spans(False, b_synced) == (11_000, 12_000)

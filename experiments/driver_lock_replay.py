@@ -1,0 +1,222 @@
+"""Two GPU stages replayed from a kernel trace on one stream, with and without a driver
+lock held through pageable copies (issue #19).
+
+The thirteenth lease's traces (docs/validation.md, first section) found that while one
+driver thread is inside a copy to or from pageable memory, the other makes almost no
+driver calls.  This checks whether that one rule accounts for the lopsided slowdown the
+card shows (b_g2_msm 2.3x beside the other worker's kernels, the kernels 1.09x beside
+it), from nothing but each stage's own sequence, recorded alone:
+
+    gaps      the host time between the thread's calls, as it ran alone
+    launches  a kernel or memset (asynchronous: it only queues device work)
+    copies    pinned or device-to-device ones queue work and return; pageable ones wait
+              until their own transfer has run, behind everything queued before it
+    syncs     wait until the stream has run everything queued so far
+
+Both threads share one in-order stream (the device serves queued work first come,
+first served, one item at a time).  Without the lock that is all; with it, a pageable
+copy holds the driver from its call until its transfer ends, and every call of the
+other thread (a launch, a copy, a sync) waits for it first.
+
+    python experiments/driver_lock_replay.py docs/data/h200-2026-12-01k/traced-A.json.gz
+
+For each pair of stages, the target runs once against the other stage looped back to
+back (as a probe's load loop does), at several offsets into the loop; the table gives
+the target's mean time beside the loop, and the loop's pace while the target runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import simpy
+import stream_timeline as st
+
+#: Device-op names of copies whose call waits for the transfer (pageable host memory).
+PAGEABLE = "Pageable"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call of a stage's thread, after `gap` µs on the host since the last one."""
+
+    gap: float
+    kind: str  # "launch", "copy" (queues and returns), "pageable" (waits), "sync"
+    device: float = 0.0  # µs of device work it queues
+
+
+def sequences(record: dict[str, Any]) -> dict[str, list[list[Step]]]:
+    """Each GPU stage's episodes in a traced run, as the steps its thread took."""
+    kt = record["kernel_trace"]
+    names, cats = kt["names"], kt["categories"]
+    mapping, off = st._align(kt)
+    host_of = dict(mapping)
+    calls_at = {
+        (host_of[c[1]], round(c[2], 3)): c for c in kt["calls"] if c[1] in host_of
+    }  # a copy's call, by its thread and start
+    events: dict[int, list[tuple[float, float, str, float]]] = {}
+    for op in kt["ops"]:
+        tid = host_of.get(op[5])
+        if tid is None or op[6] is None:
+            continue
+        if cats[op[1]] == "gpu_memcpy":
+            call = calls_at.get((tid, round(op[6], 3)))
+            dur = call[3] if call else 0.0
+            kind = "pageable" if PAGEABLE in names[op[0]] else "copy"
+            events.setdefault(tid, []).append((op[6] - off, dur if kind == "pageable" else 0.0, kind, op[3]))
+        else:
+            events.setdefault(tid, []).append((op[6] - off, 0.0, "launch", op[3]))
+    for name, k, ts, dur in kt["calls"]:
+        if k in host_of and "Synchronize" in names[name]:
+            events.setdefault(host_of[k], []).append((ts - off, dur, "sync", 0.0))
+    for v in events.values():
+        v.sort()
+    out: dict[str, list[list[Step]]] = {}
+    for tid, stage, _proof, _index, t0, t1 in kt["spans"]:
+        if stage not in st.GPU_STAGES or tid not in events:
+            continue
+        steps, prev = [], t0
+        for start, call, kind, device in events[tid]:
+            if t0 <= start <= t1:
+                steps.append(Step(max(0.0, start - prev), kind, device))
+                prev = max(prev, start + call)
+        steps.append(Step(max(0.0, t1 - prev), "end"))
+        out.setdefault(stage, []).append(steps)
+    return out
+
+
+class Stream:
+    """One in-order stream on one device, and the driver lock (when `locked`)."""
+
+    def __init__(self, env: simpy.Environment, locked: bool, gil: bool = False) -> None:
+        self.env = env
+        self.device = simpy.Resource(env, capacity=1)  # FIFO: serves in queue order
+        self.lock = simpy.Resource(env, capacity=1) if locked else None
+        # the interpreter lock, held through every stretch of host time and given up in
+        # every call (a thread's Python and numpy never run beside another's)
+        self.gil = simpy.Resource(env, capacity=1) if gil else None
+        self.last: simpy.Event = env.event().succeed()
+
+    def queue(self, us: float) -> simpy.Event:
+        done = self.env.event()
+
+        def serve() -> Any:
+            with self.device.request() as r:
+                yield r
+                yield self.env.timeout(us)
+            done.succeed()
+
+        self.env.process(serve())
+        self.last = done
+        return done
+
+    def run(self, steps: list[Step]) -> Any:
+        """A thread replaying `steps`; its process's value is its span (µs)."""
+        t0 = self.env.now
+        for s in steps:
+            if self.gil is not None and s.gap > 0:
+                with self.gil.request() as g:
+                    yield g
+                    yield self.env.timeout(s.gap)
+            else:
+                yield self.env.timeout(s.gap)
+            if s.kind == "end":
+                break
+            if self.lock is not None:
+                req = self.lock.request()
+                yield req  # every call goes through the driver
+            else:
+                req = None
+            try:
+                if s.kind == "sync":
+                    yield self.last
+                elif s.kind == "pageable":
+                    yield self.queue(s.device)  # held, with the lock, until it has run
+                else:
+                    self.queue(s.device)
+            finally:
+                if req is not None:
+                    self.lock.release(req)
+        return self.env.now - t0
+
+
+def beside(
+    target: list[Step], loop: list[list[Step]], locked: bool, offset: float, gil: bool = False
+) -> tuple[float, float]:
+    """(target's span, the loop's mean episode while it ran), the target started
+    `offset` µs into the loop."""
+    env = simpy.Environment()
+    stream = Stream(env, locked, gil)
+    paces: list[float] = []
+    stop = {"done": False}
+
+    def looping() -> Any:
+        i = 0
+        while not stop["done"]:
+            paces.append((yield env.process(stream.run(loop[i % len(loop)]))))
+            i += 1
+
+    def later() -> Any:
+        yield env.timeout(offset)
+        span = yield env.process(stream.run(target))
+        stop["done"] = True
+        return span
+
+    env.process(looping())
+    p = env.process(later())
+    env.run(until=p)
+    return p.value, statistics.mean(paces[1:] or paces)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("trace", help="a traced run with one GPU worker (its stages recorded alone)")
+    ap.add_argument(
+        "--offsets", type=int, default=8, help="start offsets per pair, spread over a loop episode"
+    )
+    args = ap.parse_args()
+    seqs = sequences(st.load(args.trace)[0])
+    alone = {}
+    for stage, eps in seqs.items():
+        env = simpy.Environment()
+        stream = Stream(env, False)
+        spans = []
+        for ep in eps:
+            p = env.process(stream.run(ep))
+            env.run(until=p)
+            spans.append(p.value)
+        alone[stage] = statistics.mean(spans)
+    variants = (
+        ("neither", False, False),
+        ("driver lock", True, False),
+        ("interpreter lock", False, True),
+        ("both", True, True),
+    )
+    print(
+        "| stage | beside, looped | alone ms | "
+        + " | ".join(f"{name}: target / loop's pace" for name, _, _ in variants)
+        + " |"
+    )
+    print("|---|---|---:|" + "---|" * len(variants))
+    for target in st.GPU_STAGES:
+        for other in st.GPU_STAGES:
+            if other == target or target not in seqs or other not in seqs:
+                continue
+            cells = []
+            for _, locked, gil in variants:
+                res = []
+                for i in range(args.offsets):
+                    ep = seqs[target][i % len(seqs[target])]
+                    off = alone[other] * i / args.offsets + 3 * alone[other]
+                    res.append(beside(ep, seqs[other], locked, off, gil))
+                t = statistics.mean(r[0] for r in res) / 1e3
+                pace = statistics.mean(r[1] for r in res) / 1e3
+                cells.append(f"{t:.1f} / {pace:.1f}")
+            print(f"| {target} | {other} | {alone[target] / 1e3:.1f} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
