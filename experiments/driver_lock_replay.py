@@ -88,16 +88,26 @@ def sequences(record: dict[str, Any]) -> dict[str, list[list[Step]]]:
     return out
 
 
-class Stream:
-    """One in-order stream on one device, and the driver lock (when `locked`)."""
+#: How a pageable copy in one thread holds the others up, each a replay variant:
+MODES = {
+    "stream": "the in-order stream alone",
+    "driver": "a driver lock held through every pageable copy (the others' calls wait)",
+    "frozen": "the others' calls and host time wait while a pageable copy runs",
+    "gil": "the interpreter lock held through all host time",
+}
 
-    def __init__(self, env: simpy.Environment, locked: bool, gil: bool = False) -> None:
+
+class Stream:
+    """One in-order stream on one device, and what a pageable copy holds (`mode`)."""
+
+    def __init__(self, env: simpy.Environment, mode: str = "stream") -> None:
         self.env = env
+        self.mode = mode
         self.device = simpy.Resource(env, capacity=1)  # FIFO: serves in queue order
-        self.lock = simpy.Resource(env, capacity=1) if locked else None
-        # the interpreter lock, held through every stretch of host time and given up in
-        # every call (a thread's Python and numpy never run beside another's)
-        self.gil = simpy.Resource(env, capacity=1) if gil else None
+        self.lock = simpy.Resource(env, capacity=1) if mode == "driver" else None
+        self.gil = simpy.Resource(env, capacity=1) if mode == "gil" else None
+        self.copying: set[int] = set()  # threads inside a pageable copy ("frozen")
+        self.changed = env.event()  # fires when `copying` changes
         self.last: simpy.Event = env.event().succeed()
 
     def queue(self, us: float) -> simpy.Event:
@@ -113,28 +123,55 @@ class Stream:
         self.last = done
         return done
 
-    def run(self, steps: list[Step]) -> Any:
-        """A thread replaying `steps`; its process's value is its span (µs)."""
+    def _notify(self) -> None:
+        self.changed.succeed()
+        self.changed = self.env.event()
+
+    def _clear(self, me: int) -> Any:
+        """Wait until no other thread is inside a pageable copy."""
+        while any(t != me for t in self.copying):
+            yield self.changed
+
+    def _host(self, me: int, us: float) -> Any:
+        if self.gil is not None:
+            with self.gil.request() as g:
+                yield g
+                yield self.env.timeout(us)
+            return
+        if self.mode != "frozen":
+            yield self.env.timeout(us)
+            return
+        while us > 1e-9:  # host time runs only while no other thread is copying
+            yield from self._clear(me)
+            start = self.env.now
+            yield self.env.any_of([self.env.timeout(us), self.changed])
+            us -= self.env.now - start
+
+    def run(self, steps: list[Step], me: int = 0) -> Any:
+        """Thread `me` replaying `steps`; its process's value is its span (µs)."""
         t0 = self.env.now
         for s in steps:
-            if self.gil is not None and s.gap > 0:
-                with self.gil.request() as g:
-                    yield g
-                    yield self.env.timeout(s.gap)
-            else:
-                yield self.env.timeout(s.gap)
+            if s.gap > 0:
+                yield from self._host(me, s.gap)
             if s.kind == "end":
                 break
+            req = None
             if self.lock is not None:
                 req = self.lock.request()
                 yield req  # every call goes through the driver
-            else:
-                req = None
+            elif self.mode == "frozen":
+                yield from self._clear(me)
             try:
                 if s.kind == "sync":
                     yield self.last
                 elif s.kind == "pageable":
-                    yield self.queue(s.device)  # held, with the lock, until it has run
+                    if self.mode == "frozen":
+                        self.copying.add(me)
+                        self._notify()
+                    yield self.queue(s.device)  # held until its transfer has run
+                    if self.mode == "frozen":
+                        self.copying.discard(me)
+                        self._notify()
                 else:
                     self.queue(s.device)
             finally:
@@ -143,25 +180,23 @@ class Stream:
         return self.env.now - t0
 
 
-def beside(
-    target: list[Step], loop: list[list[Step]], locked: bool, offset: float, gil: bool = False
-) -> tuple[float, float]:
+def beside(target: list[Step], loop: list[list[Step]], mode: str, offset: float) -> tuple[float, float]:
     """(target's span, the loop's mean episode while it ran), the target started
     `offset` µs into the loop."""
     env = simpy.Environment()
-    stream = Stream(env, locked, gil)
+    stream = Stream(env, mode)
     paces: list[float] = []
     stop = {"done": False}
 
     def looping() -> Any:
         i = 0
         while not stop["done"]:
-            paces.append((yield env.process(stream.run(loop[i % len(loop)]))))
+            paces.append((yield env.process(stream.run(loop[i % len(loop)], me=1))))
             i += 1
 
     def later() -> Any:
         yield env.timeout(offset)
-        span = yield env.process(stream.run(target))
+        span = yield env.process(stream.run(target, me=0))
         stop["done"] = True
         return span
 
@@ -182,36 +217,30 @@ def main() -> None:
     alone = {}
     for stage, eps in seqs.items():
         env = simpy.Environment()
-        stream = Stream(env, False)
+        stream = Stream(env)
         spans = []
         for ep in eps:
             p = env.process(stream.run(ep))
             env.run(until=p)
             spans.append(p.value)
         alone[stage] = statistics.mean(spans)
-    variants = (
-        ("neither", False, False),
-        ("driver lock", True, False),
-        ("interpreter lock", False, True),
-        ("both", True, True),
-    )
     print(
         "| stage | beside, looped | alone ms | "
-        + " | ".join(f"{name}: target / loop's pace" for name, _, _ in variants)
+        + " | ".join(f"{mode}: target / loop's pace" for mode in MODES)
         + " |"
     )
-    print("|---|---|---:|" + "---|" * len(variants))
+    print("|---|---|---:|" + "---|" * len(MODES))
     for target in st.GPU_STAGES:
         for other in st.GPU_STAGES:
             if other == target or target not in seqs or other not in seqs:
                 continue
             cells = []
-            for _, locked, gil in variants:
+            for mode in MODES:
                 res = []
                 for i in range(args.offsets):
                     ep = seqs[target][i % len(seqs[target])]
                     off = alone[other] * i / args.offsets + 3 * alone[other]
-                    res.append(beside(ep, seqs[other], locked, off, gil))
+                    res.append(beside(ep, seqs[other], mode, off))
                 t = statistics.mean(r[0] for r in res) / 1e3
                 pace = statistics.mean(r[1] for r in res) / 1e3
                 cells.append(f"{t:.1f} / {pace:.1f}")

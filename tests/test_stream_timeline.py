@@ -118,7 +118,7 @@ def test_the_replay_serves_one_stream_in_order_and_the_driver_lock_holds_through
 
     def spans(locked, b_steps):
         env = r.simpy.Environment()
-        stream = r.Stream(env, locked)
+        stream = r.Stream(env, "driver" if locked else "stream")
         pa, pb = env.process(stream.run(a)), env.process(stream.run(b_steps))
         env.run()
         return pa.value, pb.value
