@@ -197,7 +197,7 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
         busy = _overlap(every, t0, t1)
         wait = _overlap(waits[tid], t0, t1)
         starts = [a for a, _ in waits[tid]]
-        long_n, long_s = _long_stretches(launched[tid], waits[tid], t0, t1)
+        long_n, long_s = _long_stretches(launched[tid], sorted(waits[tid] + in_driver[tid]), t0, t1)
         out.append(
             {
                 "stage": stage,

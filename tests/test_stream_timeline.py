@@ -129,3 +129,86 @@ def test_the_replay_serves_one_stream_in_order_and_the_driver_lock_holds_through
     assert spans(True, b) == (11_000, 11_500)
     # a sync waits for all the stream holds: A's kernel and copy, then B's own kernel
     assert spans(False, b_synced) == (11_000, 12_000)
+
+
+kernel_trace = _load("kernel_trace")
+
+
+def test_a_profilers_trace_is_compacted_with_each_ops_launching_call_and_the_clocks_offset():
+    """KernelTrace.record() on a trace in the profiler's format (Chrome trace events, as
+    PyTorch's profiler exports CUPTI's records): each device op keeps the call that
+    launched it, every call is kept, and the spans move onto CUPTI's clock by the
+    markers' offset."""
+    offset = 5_000_000.0  # CUPTI's µs minus perf_counter's
+    markers = [(1.0 + i * 1e-3, 1.0 + i * 1e-3 + 1e-5) for i in range(5)]
+    markers += [(3.0 + i * 1e-3, 3.0 + i * 1e-3 + 1e-5) for i in range(5)]
+    events = [
+        # each marker's cudaDeviceSynchronize, centred in its perf_counter bracket
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaDeviceSynchronize",
+            "tid": 1,
+            "ts": (t0 + t1) / 2 * 1e6 + offset - 1.0,
+            "dur": 2.0,
+            "args": {},
+        }
+        for t0, t1 in markers
+    ] + [
+        {
+            "ph": "X",
+            "cat": "cuda_driver",
+            "name": "cuLaunchKernel",
+            "tid": 7,
+            "ts": 2.0e6 + offset,
+            "dur": 4.0,
+            "args": {"correlation": 11},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "msm_accumulate",
+            "tid": 0,
+            "ts": 2.0e6 + offset + 10.0,
+            "dur": 300.0,
+            "args": {"correlation": 11, "stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaMemcpyAsync",
+            "tid": 7,
+            "ts": 2.0e6 + offset + 20.0,
+            "dur": 400.0,
+            "args": {"correlation": 12},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy DtoH (Device -> Pageable)",
+            "tid": 0,
+            "ts": 2.0e6 + offset + 310.0,
+            "dur": 100.0,
+            "args": {"correlation": 12, "stream": 7},
+        },
+        {"ph": "i", "cat": "ac2g", "name": "flow", "tid": 7, "ts": 0.0},  # not an op, not a call
+    ]
+    kt = kernel_trace.KernelTrace(executor=None)
+    kt._markers, kt._trace = markers, {"traceEvents": events}
+    kt.spans = [[42, "kernels", 0, 1, 1.999, 2.001]]
+    rec = kt.record()
+    assert rec["offset_us"] == pytest.approx(offset)
+    names = rec["names"]
+    kernel, copy = rec["ops"]
+    assert names[kernel[0]] == "msm_accumulate" and rec["categories"][kernel[1]] == "kernel"
+    assert kernel[5:] == [7, pytest.approx(2.0e6 + offset), 4.0]  # its launch: thread, start, µs
+    assert names[copy[0]].endswith("Pageable)") and copy[7] == 400.0
+    assert sorted(names[c[0]] for c in rec["calls"]) == sorted(
+        ["cudaDeviceSynchronize"] * 10 + ["cuLaunchKernel", "cudaMemcpyAsync"]
+    )
+    (span,) = rec["spans"]
+    assert span[:4] == [42, "kernels", 0, 1]
+    assert span[4] == pytest.approx(1.999e6 + offset) and span[5] == pytest.approx(2.001e6 + offset)
+    # and the timeline reads it: the kernels' own device time inside its span
+    (ep,) = stream_timeline.episodes({"kernel_trace": rec})
+    assert ep["own_device"] == pytest.approx(400.0, abs=60)  # the kernel and the copy, µs
