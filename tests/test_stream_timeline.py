@@ -142,55 +142,22 @@ def test_a_profilers_trace_is_compacted_with_each_ops_launching_call_and_the_clo
     offset = 5_000_000.0  # CUPTI's µs minus perf_counter's
     markers = [(1.0 + i * 1e-3, 1.0 + i * 1e-3 + 1e-5) for i in range(5)]
     markers += [(3.0 + i * 1e-3, 3.0 + i * 1e-3 + 1e-5) for i in range(5)]
+
+    def event(cat, name, tid, ts, dur, **args):
+        return {"ph": "X", "cat": cat, "name": name, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    t = 2.0e6 + offset  # a launch at 2 s on perf_counter's clock
     events = [
         # each marker's cudaDeviceSynchronize, centred in its perf_counter bracket
-        {
-            "ph": "X",
-            "cat": "cuda_runtime",
-            "name": "cudaDeviceSynchronize",
-            "tid": 1,
-            "ts": (t0 + t1) / 2 * 1e6 + offset - 1.0,
-            "dur": 2.0,
-            "args": {},
-        }
+        event("cuda_runtime", "cudaDeviceSynchronize", 1, (t0 + t1) / 2 * 1e6 + offset - 1.0, 2.0)
         for t0, t1 in markers
     ] + [
-        {
-            "ph": "X",
-            "cat": "cuda_driver",
-            "name": "cuLaunchKernel",
-            "tid": 7,
-            "ts": 2.0e6 + offset,
-            "dur": 4.0,
-            "args": {"correlation": 11},
-        },
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": "msm_accumulate",
-            "tid": 0,
-            "ts": 2.0e6 + offset + 10.0,
-            "dur": 300.0,
-            "args": {"correlation": 11, "stream": 7},
-        },
-        {
-            "ph": "X",
-            "cat": "cuda_runtime",
-            "name": "cudaMemcpyAsync",
-            "tid": 7,
-            "ts": 2.0e6 + offset + 20.0,
-            "dur": 400.0,
-            "args": {"correlation": 12},
-        },
-        {
-            "ph": "X",
-            "cat": "gpu_memcpy",
-            "name": "Memcpy DtoH (Device -> Pageable)",
-            "tid": 0,
-            "ts": 2.0e6 + offset + 310.0,
-            "dur": 100.0,
-            "args": {"correlation": 12, "stream": 7},
-        },
+        event("cuda_driver", "cuLaunchKernel", 7, t, 4.0, correlation=11),
+        event("kernel", "msm_accumulate", 0, t + 10.0, 300.0, correlation=11, stream=7),
+        event("cuda_runtime", "cudaMemcpyAsync", 7, t + 20.0, 400.0, correlation=12),
+        event(
+            "gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 0, t + 310.0, 100.0, correlation=12, stream=7
+        ),
         {"ph": "i", "cat": "ac2g", "name": "flow", "tid": 7, "ts": 0.0},  # not an op, not a call
     ]
     kt = kernel_trace.KernelTrace(executor=None)
