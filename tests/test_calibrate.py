@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
-from simgpu.calibrate.build import HOST_DRIFT_WARN, trips_bound
+from simgpu.calibrate.build import HOST_DRIFT_WARN, trips_share
 from simgpu.calibrate.fit import TIME_LAWS, fit_device_queue, fit_pressure, stage_means, time_law, time_laws
 from simgpu.calibrate.measure import EPILOGUE_SAMPLES, Contention
 from simgpu.calibrate.refit import refit_profile
@@ -162,8 +162,10 @@ def test_calibrate_the_cpu_backend(tmp_path):
     # how much the trips back wait on the driver: measured, four results at once against
     # one alone (calibrate's pool has four workers), and read through the law backwards
     assert len(m["synthesis_trip"]) == 1 and len(m["synthesis_trip_x4"]) == 4
-    share = trips_bound(statistics.mean(m["synthesis_trip"]), statistics.mean(m["synthesis_trip_x4"]), 4)
-    assert dict(transfer.uses)["driver_rx"].bound == pytest.approx(share, abs=2e-3)
+    share = trips_share(statistics.mean(m["synthesis_trip"]), statistics.mean(m["synthesis_trip_x4"]), 4)
+    rx = dict(transfer.uses)["driver_rx"]
+    assert rx.bound == pytest.approx(share, abs=2e-3)
+    assert rx.demand == rx.bound  # the reader is drawn on for that share of the trip only
     assert m["synthesis_compute"][0] + m["synthesis_transfer"][0] == pytest.approx(
         m["synthesis"][0], abs=2e-6
     )  # stored to 1 us
@@ -185,13 +187,14 @@ def test_calibrate_the_cpu_backend(tmp_path):
     assert json.loads(r.stdout)["proofs"]["failed"] == 0
 
 
-def test_the_trips_bound_reads_the_channels_law_backwards():
-    """k trips at once on driver_rx (capacity 1, each demanding it whole) stretch their
-    bound share k-fold: alone 100 ms, 160 ms each with 4 at once: 1.6 = 1 - b + 4b, b = 0.2."""
-    assert trips_bound(0.100, 0.160, 4) == pytest.approx(0.2)
-    assert trips_bound(0.100, 0.400, 4) == pytest.approx(1.0)  # fully serialized
-    assert trips_bound(0.100, 0.090, 4) == 0.0  # no slower together: nothing shared
-    assert trips_bound(0.100, 0.900, 4) == 1.0  # slower than serial: clamped
+def test_the_trips_share_reads_the_queue_at_the_reader():
+    """k trips started at once queue at the driver: the i-th waits for i - 1 receives, so
+    their mean is alone * (1 + share * (k - 1) / 2)."""
+    # 0.1 s alone, receives of 0.02 s: 0.10, 0.12, 0.14, 0.16 s -> mean 0.13
+    assert trips_share(0.100, 0.130, 4) == pytest.approx(0.2)
+    assert trips_share(0.100, 0.250, 4) == pytest.approx(1.0)  # every second queued
+    assert trips_share(0.100, 0.090, 4) == 0.0  # no slower together: nothing shared
+    assert trips_share(0.100, 0.900, 4) == 1.0  # slower than serial: clamped
 
 
 def test_the_pressure_fit_reads_the_burst_law_backwards():
@@ -474,3 +477,17 @@ def test_the_gil_fit_is_asked_for_and_makes_room_in_the_stage() -> None:
     assert uses["gil"]["bound"] == pytest.approx(0.048 / 0.040 / (1 + p / 16) - 1, abs=1e-4)
     assert uses["gpu"]["bound"] + uses["gil"]["bound"] <= 1 + 1e-4
     assert uses["gpu"]["bound"] < gpu_before
+
+
+def test_the_shipped_profiles_result_channel_is_what_its_stored_trips_say() -> None:
+    """The synthesis transfer's use of the driver's result channel, in the shipped h200
+    profile, is read from the trips it stores the way calibrate reads them now (a queue
+    at the reader: simgpu.calibrate.refit.result_channel_use), demand and bound alike."""
+    from simgpu.calibrate.refit import result_channel_use
+
+    doc = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
+    (transfer,) = [ph for ph in doc["stages"]["synthesis"]["phases"] if ph["name"] == "transfer"]
+    assert transfer["uses"] == {"driver_rx": result_channel_use(doc)}
+    # at 2^22 a result holds the reader for about a tenth of its trip
+    points = dict(transfer["uses"]["driver_rx"]["bound"]["points"])
+    assert 0.05 < points[1 << 22] < 0.2

@@ -13,7 +13,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +152,9 @@ def build_profile(
                 {
                     "name": "transfer",
                     "time": fitted("synthesis.transfer"),
-                    "uses": Inline(driver_rx=Inline(demand=1.0, bound=driver_rx_bound(runs))),
+                    # the reader is held for the result's receive only: its share of the
+                    # trip is both what it draws of the channel and what waits on it
+                    "uses": Inline(driver_rx=Inline(demand=(rx := driver_rx_share(runs)), bound=rx)),
                 },
             ]
         else:
@@ -280,41 +282,43 @@ def contention_record(c: Contention) -> dict[str, Any]:
     }
 
 
-def trips_bound(alone: float, together: float, k: int) -> float:
-    """The bound on driver_rx of a result's trip, read from its time alone and its time
-    with k at once through the model's law backwards: k trips at once on the capacity-1
-    channel stretch their bound share k-fold, so together = alone * ((1 - b) + b * k)."""
+def trips_share(alone: float, together: float, k: int) -> float:
+    """The share of a synthesis result's trip that holds the driver's one reader, read
+    from its time alone and the mean of k trips started at once: they reach the reader
+    together and queue there, the i-th waiting for the i - 1 receives before it (the
+    trips' times rise in a staircase), so together = alone * (1 + share * (k - 1) / 2)."""
     if k <= 1 or alone <= 0:
         return 1.0
-    return min(1.0, max(0.0, (together / alone - 1.0) / (k - 1)))
+    return min(1.0, max(0.0, 2.0 * (together / alone - 1.0) / (k - 1)))
 
 
-def _trips_at_once(run: SizeRun) -> tuple[int, list[float]] | None:
-    for key, xs in run.seconds.items():
+def _trips_at_once(seconds: Mapping[str, list[float]]) -> tuple[int, list[float]] | None:
+    for key, xs in seconds.items():
         if key.startswith("synthesis.trip_x"):
             return int(key.removeprefix("synthesis.trip_x")), xs
     return None
 
 
-def driver_rx_bound(runs: list[SizeRun]) -> float | Inline:
-    """How much of a synthesis result's trip waits on the driver (its one result thread,
-    or whatever else the trips queue on there), at each calibrated size: measured, from
-    the trips alone and several at once (`measure_trips`, `trips_bound`); where that was
-    not measured, the serialized share of the trip (all but the worker's pickling; 1
-    where the pickling was not timed either: every second of the trip is then shared)."""
+def result_share(seconds: Mapping[str, list[float]]) -> float | None:
+    """At one size, from its measured seconds (SizeRun.seconds keys): the share of a
+    result's trip the driver's reader serves, from the trips alone and several at once
+    (`measure_trips`, `trips_share`); where those were not measured, all of the trip
+    but the worker's pickling (`serialized_share`); None where neither was."""
     mean = statistics.mean
+    got = _trips_at_once(seconds)
+    if got is not None and seconds.get("synthesis.trip"):
+        k, together = got
+        return round(trips_share(mean(seconds["synthesis.trip"]), mean(together), k), 3)
+    if "synthesis.pickle" in seconds:
+        transfer, pickling = mean(seconds["synthesis.transfer"]), mean(seconds["synthesis.pickle"])
+        return round(serialized_share(transfer, pickling), 3)
+    return None
 
-    def share(r: SizeRun) -> float | None:
-        got = _trips_at_once(r)
-        if got is not None and r.seconds.get("synthesis.trip"):
-            k, together = got
-            return round(trips_bound(mean(r.seconds["synthesis.trip"]), mean(together), k), 3)
-        if "synthesis.pickle" in r.seconds:
-            transfer, pickling = mean(r.seconds["synthesis.transfer"]), mean(r.seconds["synthesis.pickle"])
-            return round(serialized_share(transfer, pickling), 3)
-        return None
 
-    found = [share(r) for r in runs]
+def driver_rx_share(runs: list[SizeRun]) -> float | Inline:
+    """`result_share` at each calibrated size (a points law over them; 1, every second
+    of a trip shared, where a size measured neither)."""
+    found = [result_share(r.seconds) for r in runs]
     shares = [x for x in found if x is not None]
     if len(shares) < len(runs):
         return 1.0

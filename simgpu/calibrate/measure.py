@@ -186,8 +186,8 @@ def measure_trips(ex: Any, n: int, k: int, repeats: int) -> tuple[list[float], l
     """A synthesis result's trip back to the driver (its wall time less its compute, as
     the executor's synthesis stage makes it: the worker hands it off, the driver receives
     it on the calling thread), alone and with k handed back at once from k threads:
-    (trips alone, each trip of the k together), `repeats` rounds of each.  How much the
-    trips slow each other is what the driver serializes of them (driver_rx_bound)."""
+    (trips alone, each trip of the k together), `repeats` rounds of each.  The k queue
+    for what the driver serializes of them, one after another (`build.trips_share`)."""
     from simgpu.prover import handoff
     from simgpu.sched.work import Partition, Proof
 

@@ -79,6 +79,31 @@ def refit_uses(doc: dict[str, Any], gil: bool = False) -> None:
             doc["stages"][stage]["uses"] = {r: dict(v) for r, v in u.items()}
 
 
+def result_channel_use(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The synthesis transfer's use of the driver's result channel, read again from the
+    trips the profile stores (simgpu.calibrate.build.result_share at each size): what
+    calibrate writes now.  None where the profile's synthesis has no transfer phase."""
+    from simgpu.calibrate.build import result_share
+
+    phases = doc["stages"].get("synthesis", {}).get("phases", [])
+    if not any(ph.get("name") == "transfer" for ph in phases):
+        return None
+    rows = sorted(doc["calibration"]["measurements"].values(), key=lambda r: r["constraints"])
+    shares = []
+    for r in rows:
+        # the record's keys are SizeRun.seconds' with "_" for the stage's "."
+        keys = [k for k in r if k.startswith("synthesis_")]
+        seconds = {"synthesis." + k.removeprefix("synthesis_"): r[k] for k in keys}
+        shares.append(result_share(seconds))
+    if any(x is None for x in shares):
+        share: Any = 1.0
+    elif len(rows) == 1:
+        share = shares[0]
+    else:
+        share = {"points": [[r["constraints"], x] for r, x in zip(rows, shares, strict=True)]}
+    return {"demand": share, "bound": share}
+
+
 def restage_footprints(doc: dict[str, Any], stream_batch: int = 1 << 22) -> list[str]:
     """Split each MSM phase's footprint of a profile calibrated before the prover's
     memory plan had staging (simgpu.prover.memory_plan) into its staging and its
@@ -157,6 +182,10 @@ def refit_profile(
     errors = refit_times(doc, max_size)
     if uses:
         refit_uses(doc, gil=gil)
+        rx = result_channel_use(doc)
+        for ph in doc["stages"].get("synthesis", {}).get("phases", []):
+            if rx is not None and ph.get("name") == "transfer":
+                ph["uses"] = {"driver_rx": rx}
     restaged = restage_footprints(doc) if staged else []
     cal = doc["calibration"]
     cal["refit_max_size"] = max_size or max(r["constraints"] for r in cal["measurements"].values())

@@ -67,8 +67,10 @@ MAX_CONSTRAINTS = 1 << 32
 #: busy cores slow it; simgpu.model.contention, "Pressure").
 HOST_RESOURCES = ("membw", "cores", "gil", "driver_rx", "pressure")
 #: The host resources shared burst by burst (the fluid share's `bursty`): the others'
-#: load slows a job whether or not it adds up to the capacity.
-BURSTY_RESOURCES = ("gil", "pressure")
+#: load slows a job whether or not it adds up to the capacity.  The result channel is
+#: one: a result holds the driver's reader for its receive only (its demand and bound
+#: are that share of its trip), and meets the others' receives at random.
+BURSTY_RESOURCES = ("gil", "driver_rx", "pressure")
 #: The resources whose bound is a sensitivity that scales a stage's whole time (the fluid
 #: share's `scaling`), not a share of it: left out of the bounds that add up to 1.
 SCALING_RESOURCES = ("pressure",)
