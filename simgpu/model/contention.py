@@ -39,8 +39,9 @@ flatten.  ``knee`` and ``loss`` are a profile's; without them a resource does no
 and their bound fraction stretches by the slower of the two links.
 
 **Bursts.**  A lock-like resource (the driver's interpreter lock, its one reader of
-results) is held in short bursts: a job's bursts collide with the others' at random, whether or not the demands
-add up to more than the capacity, so there a job's factor is 1 + (L_r - own demand) / C_r.
+results) is held in short bursts: a job's bursts collide with the others' at random,
+whether or not the demands add up to more than the capacity, so there a job's factor is
+1 + (L_r - own demand) / C_r.
 
 **Pressure.**  Busy cores slow each other well below saturation, like runners on one
 track: they share the chip's clock budget (its turbo falls as more cores run), its last
