@@ -5,8 +5,12 @@
 # every 5 ms), and the thirteenth's traces put it in a few long stretches of host work
 # before an upload; these traces keep every driver call with its duration, so those
 # stretches split into time inside the driver (a call held up while another thread's
-# copy to pageable memory runs) and time in Python (experiments/stream_timeline.py).  At 2^20, whose keys build in seconds:
-# O (two-lock-reserve, two workers, j = 2) and L (single-lock, two workers).
+# copy to pageable memory runs) and time in Python (experiments/stream_timeline.py).
+# First at 2^20, whose keys build in seconds: O (two-lock-reserve, two workers, j = 2) and
+# L (single-lock, two workers); then F at 2^22 (its keys take a minute or two to build on
+# a fresh machine) and A, its stages alone, for experiments/driver_lock_replay.py.  The
+# working tree must stay under the device's 64 MiB: move docs/data's traced folders
+# aside for the call (or carry fewer wheels).
 #
 #   bash experiments/device_lease15.sh
 set -u
@@ -16,8 +20,9 @@ LOGS=$OUT/lease15
 mkdir -p "$LOGS"
 source "$(dirname "$0")/lease_lib.sh"
 lease_machine
-for label in O L; do
-  timeout 100 python3 experiments/gpu_validation.py measure --profile simgpu/profile/profiles/h200-cupy.toml \
+for label in O L F A; do
+  limit=100; [ "$label" = F ] && limit=300
+  timeout "$limit" python3 experiments/gpu_validation.py measure --profile simgpu/profile/profiles/h200-cupy.toml \
     --only "$label" --kernel-trace "$label" --json "$LOGS/traced-$label.json" > "$LOGS/traced-$label.log" 2>&1
   echo "traced $label rc=$? at $SECONDS s"; grep -E "s/proof|Error" "$LOGS/traced-$label.log" | cut -c1-110
   gzip -f "$LOGS/traced-$label.json"
