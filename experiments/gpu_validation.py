@@ -28,6 +28,7 @@ more than that spread is ranked the same way by the model.
 from __future__ import annotations
 
 import argparse
+import gzip
 import itertools
 import json
 import math
@@ -122,7 +123,7 @@ def measure(args: argparse.Namespace) -> None:
 
     if args.switch_interval:
         # how long a thread may hold the interpreter lock while another waits for it
-        # (Python's default 5 ms): the driver's threads take it back after every launch
+        # (Python's default: 5 ms)
         sys.setswitchinterval(args.switch_interval)
     prof = load_profile(args.profile)
     caps: dict[int, int | None] = {}
@@ -236,6 +237,15 @@ def measure(args: argparse.Namespace) -> None:
                 Path(args.json).write_text(json.dumps(out, indent=1, default=float))
         finally:
             ex.close()
+
+
+def read_runs(path: str | Path) -> list[dict[str, Any]]:
+    """The runs `measure` wrote to a JSON file (.json, or gzipped as .json.gz), as it
+    wrote them: what the replays and the timelines of experiments/ read back."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        return json.load(fh)
 
 
 def _host_reference() -> float:

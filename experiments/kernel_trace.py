@@ -113,7 +113,6 @@ class KernelTrace:
                     e.get("args", {}).get("stream"),
                     launch["tid"] if launch else None,
                     round(float(launch["ts"]), 3) if launch else None,
-                    round(float(launch["dur"]), 3) if launch else None,
                 ]
             )
         ops.sort(key=lambda o: o[2])

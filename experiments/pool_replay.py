@@ -14,8 +14,6 @@ hold another thread's next one: the two then differ for a row or two.)
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 from pathlib import Path
 
 from simgpu.devicepool import replay
@@ -29,11 +27,10 @@ def main() -> None:
     args = ap.parse_args()
     print("| run | cap MiB | rows | card refused | model otherwise | rows within 1 MiB | pool peak MiB |")
     print("|---|---:|---:|---:|---:|---:|---:|")
+    from gpu_validation import read_runs  # beside this script
+
     for path in map(Path, args.records):
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt") as fh:
-            runs = json.load(fh)
-        for r in runs:
+        for r in read_runs(path):
             rows = r.get("alloc_trace")
             if not rows or not r["vram_cap"]:
                 continue

@@ -22,8 +22,6 @@ overlap them.  The table sets the two side by side:
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,11 +125,10 @@ def main() -> None:
         "| model: n | mean ms | p90 | max |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    from gpu_validation import read_runs  # beside this script
+
     for path in map(Path, args.records):
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt") as fh:
-            runs = json.load(fh)
-        for run in runs:
+        for run in read_runs(path):
             rows = run.get("alloc_trace")
             traced = real_episodes(rows) if rows else []
             real = span_episodes(run["stage_spans"]) if run.get("stage_spans") else traced

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import gzip
 import itertools
 import json
 import statistics
@@ -41,9 +40,10 @@ WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync", "c
 
 
 def load(path: str) -> list[dict[str, Any]]:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return [r for r in json.load(f) if "kernel_trace" in r]
+    """The kernel-traced runs of a validation record."""
+    from gpu_validation import read_runs  # beside this script
+
+    return [r for r in read_runs(path) if "kernel_trace" in r]
 
 
 def _align(kt: dict[str, Any]) -> tuple[dict[int, int], float]:
@@ -168,15 +168,12 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
     host_of = {k: tid for k, tid in mapping.items()}
     dev_ops: dict[int, list[tuple[float, float]]] = defaultdict(list)  # by host tid
     launched: dict[int, list[float]] = defaultdict(list)
-    in_launch: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for op in kt["ops"]:
         tid = host_of.get(op[5])
         dev_ops[tid].append((op[2] - off, op[2] + op[3] - off))
         if op[6] is not None:
             launched[tid].append(op[6] - off)
-            if len(op) > 7 and op[7] is not None:  # traces since 2026-12-02 time the call too
-                in_launch[tid].append((op[6] - off, op[6] + op[7] - off))
-    for v in [*launched.values(), *in_launch.values()]:
+    for v in launched.values():
         v.sort()
     for v in dev_ops.values():
         v.sort()
@@ -213,7 +210,7 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
                 "host": (t1 - t0) - wait,
                 # of which inside its other driver calls (launches, allocations): traces
                 # since 2026-12-02 keep every call, the earlier ones only when each began
-                "in_driver": max(_overlap(in_launch[tid], t0, t1), _overlap(in_driver[tid], t0, t1)),
+                "in_driver": _overlap(in_driver[tid], t0, t1),
                 # of it in stretches of more than LONG_STRETCH_US without a driver call
                 "host_long": long_s,
                 "host_long_n": long_n,

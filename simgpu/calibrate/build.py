@@ -154,7 +154,12 @@ def build_profile(
                     "time": fitted("synthesis.transfer"),
                     # the reader is held for the result's receive only: its share of the
                     # trip is both what it draws of the channel and what waits on it
-                    "uses": Inline(driver_rx=Inline(demand=(rx := driver_rx_share(runs)), bound=rx)),
+                    "uses": Inline(
+                        driver_rx=Inline(
+                            demand=(rx := driver_rx_share([(r.constraints, r.seconds) for r in runs])),
+                            bound=rx,
+                        )
+                    ),
                 },
             ]
         else:
@@ -315,16 +320,16 @@ def result_share(seconds: Mapping[str, list[float]]) -> float | None:
     return None
 
 
-def driver_rx_share(runs: list[SizeRun]) -> float | Inline:
-    """`result_share` at each calibrated size (a points law over them; 1, every second
-    of a trip shared, where a size measured neither)."""
-    found = [result_share(r.seconds) for r in runs]
-    shares = [x for x in found if x is not None]
-    if len(shares) < len(runs):
+def driver_rx_share(sizes: list[tuple[int, Mapping[str, list[float]]]]) -> float | Inline:
+    """`result_share` at each calibrated size, given as (constraints, its measured
+    seconds): a points law over them; 1, every second of a trip shared, where a size
+    measured neither."""
+    shares = [result_share(seconds) for _, seconds in sizes]
+    if any(x is None for x in shares):
         return 1.0
-    if len(runs) == 1:
+    if len(sizes) == 1:
         return shares[0]
-    return Inline(points=[[r.constraints, s] for r, s in zip(runs, shares, strict=True)])
+    return Inline(points=[[n, x] for (n, _), x in zip(sizes, shares, strict=True)])
 
 
 #: A calibration whose host ran a fixed loop this much faster at one size than at another

@@ -81,26 +81,27 @@ def refit_uses(doc: dict[str, Any], gil: bool = False) -> None:
 
 def result_channel_use(doc: dict[str, Any]) -> dict[str, Any] | None:
     """The synthesis transfer's use of the driver's result channel, read again from the
-    trips the profile stores (simgpu.calibrate.build.result_share at each size): what
+    trips the profile stores (simgpu.calibrate.build.driver_rx_share): what
     calibrate writes now.  None where the profile's synthesis has no transfer phase."""
-    from simgpu.calibrate.build import result_share
+    from simgpu.calibrate.build import driver_rx_share
 
     phases = doc["stages"].get("synthesis", {}).get("phases", [])
     if not any(ph.get("name") == "transfer" for ph in phases):
         return None
     rows = sorted(doc["calibration"]["measurements"].values(), key=lambda r: r["constraints"])
-    shares = []
-    for r in rows:
-        # the record's keys are SizeRun.seconds' with "_" for the stage's "."
-        keys = [k for k in r if k.startswith("synthesis_")]
-        seconds = {"synthesis." + k.removeprefix("synthesis_"): r[k] for k in keys}
-        shares.append(result_share(seconds))
-    if any(x is None for x in shares):
-        share: Any = 1.0
-    elif len(rows) == 1:
-        share = shares[0]
-    else:
-        share = {"points": [[r["constraints"], x] for r, x in zip(rows, shares, strict=True)]}
+    # the record's keys are SizeRun.seconds' with "_" for the stage's "."
+    sizes = [
+        (
+            r["constraints"],
+            {
+                "synthesis." + k.removeprefix("synthesis_"): v
+                for k, v in r.items()
+                if k.startswith("synthesis_")
+            },
+        )
+        for r in rows
+    ]
+    share = driver_rx_share(sizes)
     return {"demand": share, "bound": share}
 
 
