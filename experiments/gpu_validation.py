@@ -175,7 +175,7 @@ def measure(args: argparse.Namespace) -> None:
                 if label in (args.kernel_trace or ()):
                     from kernel_trace import KernelTrace
 
-                    with KernelTrace(ex) as ktrace:
+                    with KernelTrace(ex, args.py_sample) as ktrace:
                         result = runtime.run(resolve_design(design).fn)
                 else:
                     ktrace = None
@@ -552,6 +552,13 @@ def main() -> None:
         nargs="*",
         default=[],
         help="record every kernel and copy on the device, and the thread that launched it, in these runs",
+    )
+    ap.add_argument(
+        "--py-sample",
+        type=float,
+        default=0.0,
+        help="with --kernel-trace: sample every thread's Python frame this often, in seconds "
+        "(experiments/py_sampler.py)",
     )
     ap.add_argument(
         "--more-json",

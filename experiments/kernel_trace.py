@@ -34,8 +34,15 @@ DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 class KernelTrace:
     """Trace the device activity of one run of `executor` (a ProverExecutor)."""
 
-    def __init__(self, executor: Any) -> None:
+    def __init__(self, executor: Any, sample_period: float | None = None) -> None:
+        """sample_period: also sample every thread's Python frame this often
+        (experiments/py_sampler.py), to tell a host stretch's Python from its wait."""
         self.ex = executor
+        self._sampler: Any = None
+        if sample_period:
+            from py_sampler import PySampler  # beside this script
+
+            self._sampler = PySampler(sample_period)
         self.spans: list[list[Any]] = []  # [native tid, stage, proof, index, t0, t1] (perf_counter s)
         self._lock = threading.Lock()
         self._orig: Any = None
@@ -63,6 +70,8 @@ class KernelTrace:
         self._prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
         self._prof.__enter__()
         self._mark()
+        if self._sampler is not None:
+            self._sampler.start()
         return self
 
     def _mark(self) -> None:
@@ -77,6 +86,8 @@ class KernelTrace:
             self._markers.append((t0, t1))
 
     def __exit__(self, *exc: Any) -> None:
+        if self._sampler is not None:
+            self._sampler.stop()
         self._mark()
         self._prof.__exit__(*exc)
         del self.ex.run_stage  # the executor's own method again
@@ -89,7 +100,8 @@ class KernelTrace:
         """The run's device activity, compacted: `names` (kernel and call names), `ops`
         ([name, category, start_us, dur_us, stream, launching tid, launch_us] per kernel,
         copy or memset), `calls` ([name, tid, start_us, dur_us] per runtime or driver call),
-        `spans` ([tid, stage, proof, index, start_us, end_us] per stage run), `offset_us`."""
+        `spans` ([tid, stage, proof, index, start_us, end_us] per stage run), `offset_us`,
+        and with a sampler `py_samples` (PySampler.record, its times in µs as the spans')."""
         assert self._trace is not None, "record() after the traced run"
         events = self._trace["traceEvents"]
         api = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("ph") == "X"]
@@ -124,7 +136,7 @@ class KernelTrace:
             [tid, stage, proof, index, round(t0 * 1e6 + offset, 3), round(t1 * 1e6 + offset, 3)]
             for tid, stage, proof, index, t0, t1 in self.spans
         ]
-        return {
+        out: dict[str, Any] = {
             "names": list(names),
             "categories": list(DEVICE_CATS),
             "ops": ops,
@@ -133,6 +145,12 @@ class KernelTrace:
             "offset_us": offset,
             "markers": self._markers,
         }
+        if self._sampler is not None:
+            # the samples on the spans' clock, so one alignment serves both
+            py = self._sampler.record()
+            py["samples"] = [[round(t * 1e6 + offset, 1), late, row] for t, late, row in py["samples"]]
+            out["py_samples"] = py
+        return out
 
     def _offset(self, api: list[dict[str, Any]]) -> float:
         """CUPTI's clock minus perf_counter's, in µs: each marker's device synchronize

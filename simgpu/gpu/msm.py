@@ -32,6 +32,7 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
 from simgpu.gpu import cuda as gpu
+from simgpu.gpu import transfer
 from simgpu.gpu.bls12_381 import FP, G1_B, P_MOD, R_ORDER
 from simgpu.gpu.encoding import (
     g1_from_limbs,
@@ -82,6 +83,7 @@ class MsmLauncher(Protocol):
     def alloc(self, shape: Any, zero: bool = False) -> Any: ...
     def upload(self, limbs: np.ndarray) -> Any: ...
     def to_host(self, a: Any) -> np.ndarray: ...
+    def read_int(self, a: Any) -> int: ...
     def digits(self, scalars, n, c, nwin, counts, sorted_, overflow, scatter) -> None: ...
     def accumulate(self, bases, sorted_, bucket_off, rank, nb, t, nthreads, out, group=G1) -> None: ...
     def ranges(self, bucket_off, rank, nb, t, start, end) -> None: ...
@@ -234,16 +236,17 @@ def msm_g2_ref(bases_limbs: np.ndarray, scalars_limbs: np.ndarray) -> G2Point:
 # --------------------------------------------------------------------------- driver
 
 
-def _pieces(xp: Any, start: Any, end: Any, ngroups: int, t: int, out_off: Any, tmp: Any) -> int:
+def _pieces(be: MsmLauncher, start: Any, end: Any, ngroups: int, t: int, out_off: Any, tmp: Any) -> int:
     """out_off <- prefix sums of ceil((end - start) / t) over the groups; returns the
     total (one device-to-host read).  In place, no temporaries."""
+    xp = be.xp
     cnt = tmp[:ngroups]
     xp.subtract(end[:ngroups], start[:ngroups], out=cnt)
     cnt += xp.uint32(t - 1)
     xp.floor_divide(cnt, xp.uint32(t), out=cnt)
     out_off[0] = 0
     xp.cumsum(cnt, dtype=xp.uint32, out=out_off[1 : ngroups + 1])
-    return int(out_off[ngroups])
+    return be.read_int(out_off[ngroups])
 
 
 def _reduce_rounds(
@@ -257,7 +260,7 @@ def _reduce_rounds(
     r = 0
     while longest > 1:
         out_off = offs[r % 2]
-        npieces = _pieces(be.xp, start, end, ngroups, t, out_off, tmp)
+        npieces = _pieces(be, start, end, ngroups, t, out_off, tmp)
         be.reduce(src, start, end, out_off, ngroups, t, npieces, dst, group)
         src, dst = dst, src
         start, end = out_off[:ngroups], out_off[1 : ngroups + 1]
@@ -297,9 +300,9 @@ def _msm_windows(
     xp.cumsum(counts, dtype=u32, out=bucket_off[1:])
     cursor[...] = bucket_off[:nb]
     be.digits(scalars, n, plan.c, nwin, cursor, sorted_, overflow, True)
-    if int(overflow[0]):
+    if be.read_int(overflow[0]):
         raise ValueError("MSM scalars must be < 2^255 (reduce them mod r)")
-    total = int(bucket_off[nb])
+    total = be.read_int(bucket_off[nb])
     mark("sort")
     if total == 0:  # every scalar is zero
         return np.zeros((nwin, xw), dtype=np.uint32)
@@ -313,7 +316,7 @@ def _msm_windows(
     start, end = tmp, tmp2
     be.ranges(bucket_off, rank, nb, t, start, end)
     xp.subtract(end, start, out=counts)
-    longest = int(counts.max())
+    longest = be.read_int(counts.max())
     mark("accumulate")
 
     # 5: rounds until one sum per bucket
@@ -376,7 +379,7 @@ def g1_sum_on(be: MsmLauncher, bases: Any, index: Any | None, n: int, t: int = 6
     be.accumulate(bases, entries, bucket_off, rank, 1, t, nthreads, part1)
     be.ranges(bucket_off, rank, 1, t, start, end)
     sums, s_start, _ = _reduce_rounds(be, part1, part2, start, end, off_a, off_b, tmp, 1, t, nthreads)
-    return be.to_host(sums[int(s_start[0])])
+    return be.to_host(sums[be.read_int(s_start[0])])
 
 
 _fb_tables: dict[bytes, np.ndarray] = {}
@@ -458,11 +461,17 @@ class _CupyLauncher:
         make = self.cp.zeros if zero else self.cp.empty
         return make(shape, dtype=self.cp.uint32)
 
+    # Copies through this thread's staging (simgpu.gpu.transfer): every read-back here
+    # waits for the stream, and a pageable one would hold the other workers' launches
+    # for as long.
     def upload(self, limbs: np.ndarray) -> Any:
-        return self.cp.asarray(np.ascontiguousarray(limbs, dtype=np.uint32))
+        return transfer.upload(np.ascontiguousarray(limbs, dtype=np.uint32))
 
     def to_host(self, a: Any) -> np.ndarray:
-        return self.cp.asnumpy(a)
+        return transfer.to_host(a)
+
+    def read_int(self, a: Any) -> int:
+        return transfer.read_int(a)
 
     def digits(self, scalars, n, c, nwin, counts, sorted_, overflow, scatter):
         u = np.uint32
@@ -542,7 +551,7 @@ def bases_to_device(limbs: np.ndarray, out: Any | None = None) -> Any:
     elif _check_rows(out, 24, "out") < n:
         raise ValueError(f"out has {out.shape[0]} rows, need {n}")
     dst = out[:n]
-    dst.set(limbs)
+    transfer.to_device(dst, limbs)
     be.fp_mul_const(dst, 2 * n, _r2_fp(be))
     return out
 
@@ -588,7 +597,7 @@ def bases_g2_to_device(limbs: np.ndarray, out: Any | None = None) -> Any:
     elif _check_rows(out, G2.aff_words, "out") < n:
         raise ValueError(f"out has {out.shape[0]} rows, need {n}")
     dst = out[:n]
-    dst.set(limbs)
+    transfer.to_device(dst, limbs)
     be.fp_mul_const(dst, 4 * n, _r2_fp(be))
     return out
 

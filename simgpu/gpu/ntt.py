@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from simgpu.gpu import cuda as gpu
+from simgpu.gpu import transfer
 from simgpu.gpu.bls12_381 import COSET_GENERATOR, FR, R_ORDER, root_of_unity
 from simgpu.gpu.encoding import ints_to_limbs
 from simgpu.gpu.footprint import SCALE_LO
@@ -360,11 +361,13 @@ class _CupyLauncher:
         self.k_pw = self.mod.get_function("fr_h_pointwise")
         self.k_tw = self.mod.get_function("ntt_twiddles")
 
+    # through this thread's staging (simgpu.gpu.transfer): a pageable copy, even of a
+    # pass's few pointers, would hold the other workers' launches while it ran
     def upload(self, limbs: np.ndarray) -> Any:
-        return self.cp.asarray(np.ascontiguousarray(limbs, dtype=np.uint32))
+        return transfer.upload(np.ascontiguousarray(limbs, dtype=np.uint32))
 
     def _ptrs(self, vecs: Sequence[Any]) -> Any:
-        return self.cp.asarray(np.array([v.data.ptr for v in vecs], dtype=np.uint64))
+        return transfer.upload(np.array([v.data.ptr for v in vecs], dtype=np.uint64))
 
     def ntt_pass(self, vecs, dif, log_n, log_s, k, tile_log, inverse, tw, tw_log, pre, post):
         u = np.uint32

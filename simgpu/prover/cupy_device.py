@@ -155,14 +155,18 @@ class CupyDevice:
         return buf
 
     def upload(self, name: str, host: np.ndarray) -> DeviceBuffer:
+        from simgpu.gpu import transfer
+
         buf = self.alloc(name, host.shape, host.dtype)
         with self.cp.cuda.Device(self.device):
-            buf.array.set(np.ascontiguousarray(host))
+            transfer.to_device(buf.array, host)  # staged: a pageable copy holds the driver
         return buf
 
     def write(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
+        from simgpu.gpu import transfer
+
         with self.cp.cuda.Device(self.device):
-            buf.array[row : row + len(host)].set(np.ascontiguousarray(host))
+            transfer.to_device(buf.array[row : row + len(host)], host)
 
     def upload_bases(self, name: str, host: np.ndarray) -> DeviceBuffer:
         buf = self.alloc(name, host.shape, np.uint32)

@@ -159,7 +159,7 @@ class HostMsmBackend:
     def to_host(self, a: np.ndarray) -> np.ndarray:
         return np.array(a)
 
-    def sync_int(self, a: np.ndarray) -> int:
+    def read_int(self, a: np.ndarray) -> int:
         return int(a)
 
     def digits(self, scalars, n, c, nwin, counts, sorted_, overflow, scatter):

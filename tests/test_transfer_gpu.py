@@ -1,0 +1,99 @@
+"""Copies through the page-locked staging (simgpu.gpu.transfer), on the device:
+`pytest -m gpu`.  Fresh random bytes each time, sizes around a bay's, several threads
+at once (each has its own staging), and a copy checked after its host source is gone."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from simgpu.gpu import cuda as gpu
+
+pytestmark = pytest.mark.gpu
+
+if not gpu.cupy_available():
+    pytest.skip("CuPy/CUDA not available", allow_module_level=True)
+
+import cupy as cp  # noqa: E402
+import cupyx  # noqa: E402
+
+from simgpu.gpu import transfer  # noqa: E402
+
+BAY = transfer.BAY_BYTES
+
+
+@pytest.mark.parametrize("nbytes", [4, BAY - 4, BAY, BAY + 4, 3 * BAY + 1000])
+def test_round_trip_of_random_bytes(nbytes: int) -> None:
+    host = np.random.default_rng().integers(0, 256, nbytes, dtype=np.uint8)
+    dev = transfer.upload(host)
+    assert cp.asnumpy(dev).tobytes() == host.tobytes()
+    assert transfer.to_host(dev).tobytes() == host.tobytes()
+
+
+def test_the_source_may_be_overwritten_at_once() -> None:
+    rng = np.random.default_rng()
+    host = rng.integers(0, 2**32, (3 * BAY // 4 + 17,), dtype=np.uint32)
+    want = host.copy()
+    dev = cp.empty_like(cp.asarray(host))
+    cp.cuda.runtime.deviceSynchronize()
+    # a long kernel first, so that the copies are still queued when the host is reused
+    work = cp.ones(1 << 24, dtype=cp.float32)
+    for _ in range(50):
+        cp.sin(work, out=work)
+    transfer.to_device(dev, host)
+    host[...] = 0
+    assert np.array_equal(transfer.to_host(dev), want)
+
+
+def test_rows_of_a_larger_array_and_a_page_locked_source() -> None:
+    rng = np.random.default_rng()
+    rows = rng.integers(0, 2**32, (1000, 24), dtype=np.uint32)
+    dev = cp.zeros((1500, 24), dtype=cp.uint32)
+    transfer.to_device(dev[200:1200], rows)
+    got = cp.asnumpy(dev)
+    assert np.array_equal(got[200:1200], rows) and not got[:200].any() and not got[1200:].any()
+    pinned = cupyx.empty_pinned(rows.shape, dtype=rows.dtype)
+    pinned[...] = rows[::-1]
+    assert transfer.page_locked(pinned) and not transfer.page_locked(rows)
+    transfer.to_device(dev[:1000], pinned)
+    assert np.array_equal(cp.asnumpy(dev[:1000]), rows[::-1])
+
+
+def test_scalars_and_strided_reads() -> None:
+    a = cp.arange(10, dtype=cp.uint32) * 7
+    assert transfer.read_int(a[3]) == 21 and transfer.read_int(a.max()) == 63
+    assert np.array_equal(transfer.to_host(a[::2]), np.arange(0, 70, 14, dtype=np.uint32))
+
+
+def test_bad_copies_are_refused() -> None:
+    dev = cp.zeros((4, 4), dtype=cp.uint32)
+    with pytest.raises(ValueError, match="bytes"):
+        transfer.to_device(dev, np.zeros(3, dtype=np.uint32))
+    with pytest.raises(ValueError, match="contiguous"):
+        transfer.to_device(dev[:, :2], np.zeros((4, 2), dtype=np.uint32))
+
+
+def test_threads_copy_at_once_each_through_its_own_staging() -> None:
+    errors: list[str] = []
+
+    def worker(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(6):
+            host = rng.integers(0, 2**32, int(rng.integers(1, BAY // 2)), dtype=np.uint32)
+            if not np.array_equal(transfer.to_host(transfer.upload(host)), host):
+                errors.append(f"thread {seed}")
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_the_pageable_a_b_switch_copies_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(transfer.PAGEABLE_ENV, "1")
+    host = np.random.default_rng().integers(0, 2**32, BAY // 2 + 3, dtype=np.uint32)
+    assert np.array_equal(transfer.to_host(transfer.upload(host)), host)
