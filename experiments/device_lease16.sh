@@ -6,7 +6,10 @@
 #   call 1: the GPU tests; then F, A and O traced (every driver call, the Python
 #           sampler) with the staged copies and, for the A/B on this machine, with
 #           CuPy's pageable ones (SIMGPU_PAGEABLE_COPIES=1);
-#   call 2: calibrate as h200-cupy was measured, then the grid's A-G on the whole card;
+#   call 2 (on a fresh machine: call 1 ran the first staging, two 16 MiB bays per
+#           thread, whose uploads waited behind the other worker's kernels and packed
+#           at one thread's memcpy speed): the transfer and prover GPU tests, calibrate
+#           as h200-cupy was measured, F traced, then the grid's A-G on the whole card;
 #   call 3: H-R with the capped group at 2176 MiB, the capped group twice more, a
 #           second pass of A C F G L M N O Q R.
 # The working tree must stay under the device's 64 MiB: move docs/data's traced folders
@@ -39,10 +42,13 @@ if [ "$1" = 1 ]; then
   (cd "$LOGS" && tar -cf texts.tar ./*.log && rm ./*.log)
 elif [ "$1" = 2 ]; then
   lease_machine
+  timeout 100 python3 -m pytest -q -x -m gpu tests/test_transfer_gpu.py tests/test_groth16_gpu.py > "$LOGS/pytest-gpu.log" 2>&1
+  rc=$?; echo "pytest -m gpu (transfer, groth16) rc=$rc at $SECONDS s"; tail -2 "$LOGS/pytest-gpu.log"
+  [ $rc = 0 ] || { tail -40 "$LOGS/pytest-gpu.log"; exit 1; }
   lease_calibrate 300
+  traced F staged-F
   lease_validate $((585 - SECONDS)) gpu-validation 2176 --only A B C D E F G
-  (cd "$LOGS" && tar -cf texts.tar calibrate.log gpu-validation.log h200-cupy.toml \
-    && rm calibrate.log gpu-validation.log h200-cupy.toml)
+  (cd "$LOGS" && tar -cf texts.tar ./*.log h200-cupy.toml && rm ./*.log h200-cupy.toml)
 else
   lease_validate 300 call3-grid 2176 --only H I J K L M N O P Q R
   for k in 2 3; do lease_validate 60 "capped-$k" 2176 --only H I J K; done

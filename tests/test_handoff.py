@@ -59,3 +59,22 @@ def test_the_executor_hands_results_off_and_clears_at_close(tmp_path):
         assert not list(handoff.SHM_DIR.glob(f"{ex._tag}-*"))
     finally:
         ex.close()
+
+
+def test_a_received_mapping_is_unmapped_on_the_releaser_thread(tmp_path, monkeypatch):
+    import threading
+    import weakref
+
+    monkeypatch.setattr(handoff, "SHM_DIR", tmp_path)
+    got = handoff.receive(handoff.hand_off(synthesize(SPEC, 8), "rel"))
+    buffer = got.a.base.base  # the arrays view one buffer over the mapping
+    gone = threading.Event()
+    where: list[str] = []
+    weakref.finalize(buffer, lambda: (where.append(threading.current_thread().name), gone.set()))
+    arrays = (got.aux, got.a, got.b, got.c)
+    del got, buffer
+    assert not gone.is_set()
+    handoff.release_later(*arrays)
+    del arrays
+    assert gone.wait(5), "the mapping was never let go"
+    assert where == ["handoff-releaser"]

@@ -1,6 +1,7 @@
 """Copies through the page-locked staging (simgpu.gpu.transfer), on the device:
-`pytest -m gpu`.  Fresh random bytes each time, sizes around a bay's, several threads
-at once (each has its own staging), and a copy checked after its host source is gone."""
+`pytest -m gpu`.  Fresh random bytes each time, sizes around the parallel packing
+threshold, several threads at once (each has its own blocks in flight), and a copy
+checked after its host source is overwritten."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import cupyx  # noqa: E402
 
 from simgpu.gpu import transfer  # noqa: E402
 
-BAY = transfer.BAY_BYTES
+BAY = transfer.PARALLEL_BYTES
 
 
 @pytest.mark.parametrize("nbytes", [4, BAY - 4, BAY, BAY + 4, 3 * BAY + 1000])
@@ -75,7 +76,7 @@ def test_bad_copies_are_refused() -> None:
         transfer.to_device(dev[:, :2], np.zeros((4, 2), dtype=np.uint32))
 
 
-def test_threads_copy_at_once_each_through_its_own_staging() -> None:
+def test_threads_copy_at_once() -> None:
     errors: list[str] = []
 
     def worker(seed: int) -> None:

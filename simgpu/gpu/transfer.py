@@ -9,12 +9,18 @@ run, and none with one worker (docs/data/h200-2026-12-02a).  A copy from page-lo
 memory is a DMA the driver only queues; the wait for it is a stream synchronize or an
 event, which holds nobody else up.
 
-So every copy here goes through this thread's staging, like a loading dock: an upload
-is packed onto the dock (a host memcpy, which releases the interpreter lock) and the
-truck leaves at once; the dock has two bays, and a bay is packed again only when its
-last truck has left (its event).  A read-back lands in the dock and is copied out.
-Staging is per thread because GPU workers run on their own threads, and bounded: an
-upload larger than a bay goes in bay-sized pieces, the next packed while the last moves.
+So every copy here goes through a page-locked block, like parcels through a loading
+dock: an upload is packed into a block taken from CuPy's pinned pool (a host memcpy,
+split over a few copier threads when it is large: one thread copies about 5 GB/s on
+those hosts), the truck leaves at once, and the block goes back to the pool only when
+its truck has arrived (its event), checked at the thread's next copy.  The uploading
+thread never waits for the device: on the one stream that the workers share, a copy
+queues behind the other workers' kernels.  A read-back lands in a block and is copied
+out, after a stream synchronize.
+
+Host memory: the blocks in flight, at most about one partition's a, b and c per GPU
+worker (384 MiB at 2^22), stay in CuPy's pinned pool once freed; the model's host
+ledger does not carry them.
 """
 
 from __future__ import annotations
@@ -22,58 +28,75 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from simgpu.gpu import cuda
 
-#: Set (to anything) to copy as CuPy does, from and to pageable memory: the A/B of
+#: Set (to anything) to copy as CuPy does, from and to pageable memory: the A/B of the
 #: lease scripts (experiments/device_lease16.sh), not a setting for a prover.
 PAGEABLE_ENV = "SIMGPU_PAGEABLE_COPIES"
 
-#: Bytes of one bay: large enough that a piece moves at the link's full speed, small
-#: enough that two bays per GPU worker are a rounding error of host memory.
-BAY_BYTES = 16 << 20
+#: Uploads at least this large are packed by the copier threads, in this many pieces.
+PARALLEL_BYTES = 8 << 20
+COPIERS = 4
+
+_copiers: ThreadPoolExecutor | None = None
+_copiers_lock = threading.Lock()
 
 
-class _Dock:
-    """One thread's two bays of page-locked memory and the event of each bay's last copy."""
+def _pool() -> ThreadPoolExecutor:
+    global _copiers
+    with _copiers_lock:
+        if _copiers is None:
+            _copiers = ThreadPoolExecutor(COPIERS, thread_name_prefix="staging")
+        return _copiers
+
+
+class _InFlight:
+    """One thread's blocks whose copies the stream has not reached yet, oldest first."""
 
     def __init__(self) -> None:
-        import cupyx
+        self.blocks: deque[tuple[Any, np.ndarray]] = deque()
 
-        cp = cuda.get_cupy()
-        self.bays = [cupyx.empty_pinned(BAY_BYTES, dtype=np.uint8) for _ in range(2)]
-        self.left: list[Any] = [None, None]
-        self.next = 0
-        self.cp = cp
+    def reap(self) -> None:
+        """Give back every block whose copy is done (events complete in stream order)."""
+        while self.blocks and self.blocks[0][0].done:
+            self.blocks.popleft()
 
     def __del__(self) -> None:
-        # a thread that ends with a copy still queued must not hand its bays back to
-        # CuPy's pinned pool (and so to another thread) before the copy has left
-        for ev in self.left:
-            if ev is not None:
-                ev.synchronize()
-
-    def bay(self) -> tuple[int, np.ndarray]:
-        """The next bay, once its last copy has left it."""
-        k = self.next
-        self.next ^= 1
-        if self.left[k] is not None:
-            self.left[k].synchronize()
-            self.left[k] = None
-        return k, self.bays[k]
+        # a thread that ends with a copy still queued must not hand its blocks back to
+        # the pool (and so to another thread) before the copy has left them
+        for ev, _ in self.blocks:
+            ev.synchronize()
 
 
 _local = threading.local()
 
 
-def _dock() -> _Dock:
-    dock = getattr(_local, "dock", None)
-    if dock is None:
-        dock = _local.dock = _Dock()
-    return dock
+def _in_flight() -> _InFlight:
+    mine = getattr(_local, "in_flight", None)
+    if mine is None:
+        mine = _local.in_flight = _InFlight()
+    return mine
+
+
+def _pack(block: np.ndarray, src: np.ndarray) -> None:
+    """block[:] = src (both flat uint8): one memcpy, or COPIERS at once when large
+    (numpy releases the interpreter lock inside each)."""
+    n = src.nbytes
+    if n < PARALLEL_BYTES:
+        np.copyto(block, src)
+        return
+    step = -(-n // COPIERS)
+    futures = [
+        _pool().submit(np.copyto, block[i : i + step], src[i : i + step]) for i in range(0, n, step)
+    ]
+    for f in futures:
+        f.result()
 
 
 def page_locked(host: np.ndarray) -> bool:
@@ -97,17 +120,19 @@ def to_device(dst: Any, host: np.ndarray) -> None:
     if os.environ.get(PAGEABLE_ENV) or page_locked(host):
         dst.set(host)
         return
-    dock = _dock()
-    stream = dock.cp.cuda.get_current_stream()
+    import cupyx
+
+    cp = cuda.get_cupy()
+    mine = _in_flight()
+    mine.reap()
     src = host.reshape(-1).view(np.uint8)
-    for start in range(0, src.nbytes, BAY_BYTES):
-        piece = src[start : start + BAY_BYTES]
-        k, bay = dock.bay()
-        np.copyto(bay[: piece.nbytes], piece)
-        (dst.data + start).copy_from_host_async(ctypes.c_void_p(bay.ctypes.data), piece.nbytes, stream)
-        ev = dock.cp.cuda.Event(block=False, disable_timing=True)
-        ev.record(stream)
-        dock.left[k] = ev
+    block = cupyx.empty_pinned(src.nbytes, dtype=np.uint8)
+    _pack(block, src)
+    stream = cp.cuda.get_current_stream()
+    dst.data.copy_from_host_async(ctypes.c_void_p(block.ctypes.data), src.nbytes, stream)
+    ev = cp.cuda.Event(block=False, disable_timing=True)
+    ev.record(stream)
+    mine.blocks.append((ev, block))
 
 
 def upload(host: np.ndarray) -> Any:
@@ -125,18 +150,15 @@ def to_host(src: Any) -> np.ndarray:
     cp = cuda.get_cupy()
     if os.environ.get(PAGEABLE_ENV):
         return cp.asnumpy(src)
+    import cupyx
+
     src = cp.ascontiguousarray(src)
-    out = np.empty(src.shape, dtype=src.dtype)
-    flat = out.reshape(-1).view(np.uint8)
-    dock = _dock()
+    block = cupyx.empty_pinned(max(1, src.nbytes), dtype=np.uint8)
     stream = cp.cuda.get_current_stream()
-    for start in range(0, flat.nbytes, BAY_BYTES):
-        n = min(BAY_BYTES, flat.nbytes - start)
-        _, bay = dock.bay()
-        (src.data + start).copy_to_host_async(ctypes.c_void_p(bay.ctypes.data), n, stream)
+    if src.nbytes:
+        src.data.copy_to_host_async(ctypes.c_void_p(block.ctypes.data), src.nbytes, stream)
         stream.synchronize()
-        flat[start : start + n] = bay[:n]
-    return out
+    return block[: src.nbytes].view(src.dtype).reshape(src.shape).copy()
 
 
 def read_int(src: Any) -> int:

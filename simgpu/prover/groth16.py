@@ -60,6 +60,7 @@ from simgpu.gpu.encoding import (
 from simgpu.prover import native
 from simgpu.prover.circuits import CircuitSpec
 from simgpu.prover.device import Device, DeviceBuffer, DeviceBuffers, phase_scope
+from simgpu.prover.handoff import release_later
 from simgpu.prover.keys import ProvingKey, VerifyingKey
 from simgpu.prover.synthesis import Synthesized, synthesize
 
@@ -149,8 +150,11 @@ class Prepared:
         return {"l": self.split_l, "a": self.split_a, "b1": self.split_b, "b": self.split_b}[query]
 
     def release_host_abc(self) -> None:
-        """Drop the host a, b, c (prestage does, once they are on the device)."""
+        """Drop the host a, b, c (prestage does, once they are on the device), on the
+        releaser thread: they may be the last views of a received mapping."""
+        abc = (self.a, self.b, self.c)
         self.a = self.b = self.c = None
+        release_later(*abc)
 
     @property
     def b_density(self) -> float:
