@@ -92,9 +92,7 @@ def _pack(block: np.ndarray, src: np.ndarray) -> None:
         np.copyto(block, src)
         return
     step = -(-n // COPIERS)
-    futures = [
-        _pool().submit(np.copyto, block[i : i + step], src[i : i + step]) for i in range(0, n, step)
-    ]
+    futures = [_pool().submit(np.copyto, block[i : i + step], src[i : i + step]) for i in range(0, n, step)]
     for f in futures:
         f.result()
 
