@@ -18,6 +18,10 @@ experiments/stream_share.py classes the spans: a sharing law must give every cla
 
     python experiments/stream_timeline.py docs/data/h200-2026-12-01k/traced-F.json.gz
 
+It also lists the GPU workers' calls that do not wait for the device yet took long:
+calls held up in the driver, and what the other workers' threads were inside meanwhile
+(docs/data/h200-2026-12-02a: launches held behind the other worker's pageable copies).
+
 The trace's thread ids are the profiler's, not the host's: each is matched to the GPU
 worker whose stage spans hold its launches, and the offset between the two clocks is
 found the same way (the launches of a stage fall inside its span).
@@ -250,6 +254,48 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+#: A call that does not wait for the device but takes longer than this was held up (µs).
+HELD_US = 200.0
+
+
+def held_calls(record: dict[str, Any]) -> dict[str, Any]:
+    """The GPU workers' driver calls that are not waits yet took over HELD_US: held up
+    in the driver.  `by_call` totals them (ms, count) by call; `behind` splits their
+    time by what the other GPU workers' threads were inside meanwhile (the call, and
+    for a copy its kind: "Memcpy HtoD (Pageable -> Device)" and the like), in ms."""
+    kt = record["kernel_trace"]
+    mapping, _ = _align(kt)
+    names = kt["names"]
+    copy_kind = {(o[5], o[6]): names[o[0]] for o in kt["ops"] if o[5] is not None and o[1] == 1}
+    calls: dict[int, list[tuple[float, float, str, str]]] = defaultdict(list)
+    for n, tid, t0, dur in kt["calls"]:
+        if tid in mapping:
+            calls[tid].append((t0, dur, names[n], copy_kind.get((tid, t0), "")))
+    by_call: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    behind: dict[str, float] = defaultdict(float)
+    for tid, mine in calls.items():
+        others = [c for other, cs in calls.items() if other != tid for c in cs]
+        for t0, dur, name, _ in mine:
+            if dur <= HELD_US or name in WAITS:
+                continue
+            by_call[name][0] += dur / 1e3
+            by_call[name][1] += 1
+            for u0, udur, uname, kind in others:
+                overlap = min(t0 + dur, u0 + udur) - max(t0, u0)
+                if overlap > 0:
+                    behind[f"{name} behind {uname}" + (f" ({kind})" if kind else "")] += overlap / 1e3
+    return {"by_call": dict(by_call), "behind": dict(behind)}
+
+
+def held_table(held: dict[str, Any]) -> list[str]:
+    rows = ["| held call | ms | calls |", "|---|---:|---:|"]
+    by_time = sorted(held["by_call"].items(), key=lambda kv: -kv[1][0])
+    rows += [f"| {k} | {v[0]:.1f} | {v[1]} |" for k, v in by_time]
+    rows += ["", "| held call, behind the other worker's | ms |", "|---|---:|"]
+    top = sorted(held["behind"].items(), key=lambda kv: -kv[1])[:8]
+    return rows + [f"| {k} | {v:.1f} |" for k, v in top]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+")
@@ -265,6 +311,8 @@ def main() -> None:
             run = f"{rec['label']}{rec['repeat']} ({rec['design']}, {rec['gpu_workers']} GPU workers)"
             print(f"\n{Path(path).name} {run}")
             print("\n".join(table(rows)))
+            print("\ncalls held up in the driver (not waits, over 0.2 ms):")
+            print("\n".join(held_table(held_calls(rec))))
     if len(args.paths) > 1 or len({r["label"] for r in every}) > 1:
         print("\nall runs")
         print("\n".join(table(every)))

@@ -74,6 +74,22 @@ def test_each_gpu_stage_splits_into_its_own_device_time_the_others_and_idle():
     assert b["waiting"] == pytest.approx(38)
 
 
+def test_a_launch_held_behind_the_other_workers_pageable_copy_is_listed():
+    t = _trace()
+    # 12 launches at 57 µs and is held 400 µs, while 11 is inside its copy (56-90) and
+    # after it; 11's copy is a pageable read-back (its device op names the kind)
+    t["names"] += ["cuLaunchKernel", "Memcpy DtoH (Device -> Pageable)"]
+    t["calls"][1][3] = 500.0  # 11's copy now lasts 56-556
+    t["calls"].append([4, 902, OFF + 57, 400.0])
+    t["ops"].append([5, 1, OFF + 540, 10, 7, 901, OFF + 56])
+    held = stream_timeline.held_calls({"kernel_trace": t})
+    assert held["by_call"] == {"cuLaunchKernel": [pytest.approx(0.4), 1]}
+    key = "cuLaunchKernel behind cudaMemcpyAsync (Memcpy DtoH (Device -> Pageable))"
+    assert held["behind"] == {key: pytest.approx(0.4)}
+    # the waits themselves (the synchronize, the copy) are not held calls
+    assert "cudaMemcpyAsync" not in held["by_call"]
+
+
 def test_a_trace_whose_launches_fall_outside_every_span_is_refused():
     t = _trace()
     t["spans"] = [[11, "kernels", 0, 0, 5000.0, 5001.0], [12, "b_g2_msm", 0, 1, 9000.0, 9001.0]]
