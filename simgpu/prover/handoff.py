@@ -117,8 +117,8 @@ def _drop_forever() -> None:
 
 def release_later(*arrays: Any) -> None:
     """Let go of arrays on the releaser thread instead of this one.  The last view of a
-    received mapping unmaps it, and giving its pages back took about 45 ms at 2^22 on
-    the H200 (lease of 2026-12-02): in prestage that is on a GPU worker's thread, under
+    received mapping unmaps it, and giving its pages back took 45-65 ms at 2^22 on
+    the H200 (docs/data/h200-2026-12-02b): in prestage that is on a GPU worker's thread, under
     the GPU lock.  The caller must hold no other reference."""
     global _releaser
     with _releaser_lock:
