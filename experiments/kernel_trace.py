@@ -148,7 +148,7 @@ class KernelTrace:
         if self._sampler is not None:
             # the samples on the spans' clock, so one alignment serves both
             py = self._sampler.record()
-            py["samples"] = [[round(t * 1e6 + offset, 1), late, row] for t, late, row in py["samples"]]
+            py["samples"] = [[round(t * 1e6 + offset, 1), *rest] for t, *rest in py["samples"]]
             out["py_samples"] = py
         return out
 

@@ -9,6 +9,9 @@ that wakes every `period` seconds, takes the interpreter lock, and notes
     late_us   how long after its alarm it got the lock: while another thread holds the
               lock in one long C call (a pickle load, a numpy op that keeps it) nobody
               else runs, so the sampler is late by as much;
+    runq_us   of that, how long it sat runnable with no core free (the kernel's
+              run-queue wait, /proc/thread-self/schedstat): busy cores, not the lock.
+              A late sample with little run-queue wait waited for the lock;
     frames    for every other thread, where it stands: its innermost Python frame (the
               C call it is inside shows as the line that called it) and its innermost
               frame in this project's code (what stage work that is).
@@ -41,7 +44,7 @@ class PySampler:
     def __init__(self, period: float = 0.001) -> None:
         self.period = float(period)
         self._frames: dict[str, int] = {}
-        self._samples: list[list[Any]] = []  # [t_s, late_us, [[native tid, top, own], ...]]
+        self._samples: list[list[Any]] = []  # [t_s, late_us, [[native tid, top, own], ...], runq_us]
         self._names: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -59,13 +62,16 @@ class PySampler:
 
     def _run(self) -> None:
         me = threading.get_ident()
+        runq = _runqueue_reader()
         natives: dict[int, int] = {}
         due = time.perf_counter() + self.period
         while not self._stop.is_set():
             # sleep releases the lock; waking needs it back: the wait past `due` is the
             # time some other thread kept it (or the cores were all busy)
+            waited = runq()
             time.sleep(max(0.0, due - time.perf_counter()))
             now = time.perf_counter()
+            waited = runq() - waited
             late = now - due
             frames = sys._current_frames()
             if not natives.keys() >= frames.keys():  # a thread started since
@@ -78,7 +84,7 @@ class PySampler:
                 if ident != me:
                     row.append([natives.get(ident, -ident), *self._where(frame)])
             del frames
-            self._samples.append([round(now, 6), round(late * 1e6, 1), row])
+            self._samples.append([round(now, 6), round(late * 1e6, 1), row, round(waited / 1e3, 1)])
             # the next alarm from now, not from `due`: a late sample is not followed by a
             # burst of catch-up samples
             due = now + self.period
@@ -95,10 +101,27 @@ class PySampler:
     def record(self) -> dict[str, Any]:
         """`frames` ("file:line:function" by id), `threads` (native tid -> name),
         `samples` ([t_s, late_us, [[native tid, innermost frame id, innermost project
-        frame id or -1], ...]]), `period_s`."""
+        frame id or -1], ...], runq_us]), `period_s`."""
         return {
             "period_s": self.period,
             "frames": list(self._frames),
             "threads": {str(k): v for k, v in self._names.items()},
             "samples": self._samples,
         }
+
+
+def _runqueue_reader() -> Any:
+    """A function giving this thread's run-queue wait so far in ns (the second field of
+    /proc/thread-self/schedstat), or always 0 where there is none (not Linux)."""
+    path = "/proc/thread-self/schedstat"
+    try:
+        with open(path) as f:
+            int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return lambda: 0
+
+    def read() -> int:
+        with open(path) as f:
+            return int(f.read().split()[1])
+
+    return read
