@@ -11,7 +11,16 @@ from conftest import ROOT
 from typer.testing import CliRunner
 
 from simgpu.calibrate.build import HOST_DRIFT_WARN, trips_share
-from simgpu.calibrate.fit import TIME_LAWS, fit_device_queue, fit_pressure, stage_means, time_law, time_laws
+from simgpu.calibrate.fit import (
+    IN_ORDER_PAIRS,
+    TIME_LAWS,
+    device_law,
+    fit_device_queue,
+    fit_pressure,
+    stage_means,
+    time_law,
+    time_laws,
+)
 from simgpu.calibrate.measure import EPILOGUE_SAMPLES, Contention
 from simgpu.calibrate.refit import refit_profile
 from simgpu.cli import app, main
@@ -176,8 +185,13 @@ def test_calibrate_the_cpu_backend(tmp_path):
         "kernels_beside_copy_load",
         "prestage_beside_kernel_load",
         "kernels_beside_one_prestage",
+        "kernels_beside_gpu_load",
+        "prestage_beside_gpu_load",
         "one_prestage",
     }
+    # b_g2_msm ran on the host here, so its pairings that read the device as one stream
+    # were not timed: the device keeps the proportional law
+    assert "contention" not in doc
     assert all(alone > 0 and beside > 0 for alone, beside in queue.values())
     kernels_gpu = doc["stages"]["kernels"]["uses"]["gpu"]
     assert kernels_gpu["demand"] == 1.0 and 0.0 <= kernels_gpu["bound"] <= 1.0
@@ -245,6 +259,33 @@ def test_device_queue_fit_reads_the_fluid_shares_law_backwards():
     )
     assert "gpu" not in sep["prestage"] and sep["prestage"]["h2d"]["bound"] == 1.0
     assert fit_device_queue({}, 50.0) == {}
+
+
+def test_the_in_order_pairings_read_the_kernels_claim_on_the_one_stream():
+    """Worked by hand, the in-order law (a bound fraction stretches by 1 + the others'
+    demand).  b_g2_msm beside its own loop 1.6x: its bound 0.6.  Beside another GPU
+    worker's prestage + kernels 2.2x: that worker's kernels claim (2.2 - 1) / 0.6 = 2
+    of the stream.  The kernels beside the b_g2_msm loop 1.5x: their bound 0.5 (the
+    loop's demand is the unit).  Beside copies 1.4x: the copies' demand 0.4 / 0.5 = 0.8.
+    Prestage beside the b_g2_msm loop 1.1x: its bound 0.1, the rest on the link."""
+    queue = {
+        "kernels beside kernel_load": (0.1, 0.15),
+        "kernels beside copy_load": (0.1, 0.14),
+        "prestage beside kernel_load": (0.1, 0.11),
+        "b_g2_msm beside copy_load": (0.05, 0.07),
+        "b_g2_msm beside kernel_load": (0.05, 0.08),
+        "b_g2_msm beside gpu_load": (0.05, 0.11),
+    }
+    assert device_law(queue) == "in-order"
+    uses = fit_device_queue(queue, h2d_gbps=50.0)
+    assert uses["b_g2_msm"]["gpu"] == Inline(demand=1.0, bound=0.6)
+    assert uses["kernels"]["gpu"] == Inline(demand=2.0, bound=0.5)
+    assert uses["prestage"]["gpu"] == Inline(demand=0.8, bound=0.1)
+    assert uses["prestage"]["h2d"] == Inline(demand=50.0, bound=0.9)
+    # without the two b_g2_msm pairings it is the proportional reading, as before
+    older = {k: v for k, v in queue.items() if k not in IN_ORDER_PAIRS}
+    assert device_law(older) == "proportional"
+    assert fit_device_queue(older, 50.0)["kernels"]["gpu"]["demand"] == 1.0
 
 
 def test_one_prestage_beside_the_kernels_gives_the_copies_demand():
@@ -321,8 +362,13 @@ def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> N
         "b_g2_msm beside copy_load",
         "kernels beside one_prestage",
         "b_g2_msm beside one_prestage",
+        "b_g2_msm beside kernel_load",
+        "b_g2_msm beside gpu_load",
+        "kernels beside gpu_load",
+        "prestage beside gpu_load",
         "one_prestage",
     }
+    assert device_law(queue) == "in-order"
     assert all(a > 0 and b > 0 for a, b in queue.values())
 
 

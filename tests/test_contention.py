@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import simpy
+from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -275,3 +276,35 @@ def test_pressure_never_speeds_a_job_and_grows_with_load(gpu, sensitivity, own, 
     assert stretch(0.0) == pytest.approx(without)
     assert stretch(others) >= without - 1e-12
     assert stretch(others + more) >= stretch(others) - 1e-12
+
+
+def test_on_one_in_order_stream_each_job_waits_for_the_others_claim_not_its_own():
+    """The in-order law ([contention.gpu] law = "in-order"): the gpu shared as the bursts
+    are.  A kernels stage that claims twice a G2 MSM's share of the stream (demand 2)
+    and the MSM, both wholly bound to it, 1 s of work each, started together: while both
+    run the MSM stretches by 1 + 2 = 3 and the kernels by 1 + 1 = 2.  The kernels finish
+    at 2 s, the MSM has done 2/3 of its work by then and the last third alone: 2 1/3 s.
+    The proportional law would stretch both by the sum, 3 (both at 3 s less what the
+    first to finish leaves).  Alone, a demand of 2 slows nobody: its own claim is not a
+    wait."""
+    gpu = ("gpu", 0)
+    kernels, msm = (gpu, 2.0, 1.0), (gpu, 1.0, 1.0)
+    t = finish_times([(0, 1.0, (kernels,)), (0, 1.0, (msm,))], {gpu: 1.0}, bursty={gpu})
+    assert t == pytest.approx([2.0, 2.0 + 1 / 3])
+    assert finish_times([(0, 1.0, (kernels,))], {gpu: 1.0}, bursty={gpu}) == pytest.approx([1.0])
+    assert finish_times([(0, 1.0, (kernels,)), (0, 1.0, (msm,))], {gpu: 1.0}) == pytest.approx([3.0, 3.0])
+
+
+def test_a_profile_shares_its_gpu_in_order_only_where_it_says_so(tmp_path):
+    from simgpu.model import hostmem
+    from simgpu.profile import load_profile
+
+    base = (ROOT / "tests" / "data" / "tiny.toml").read_text()
+    plain = load_profile(ROOT / "tests" / "data" / "tiny.toml")
+    assert hostmem.in_order(plain, 2) == frozenset()
+    p = tmp_path / "in-order.toml"
+    p.write_text(base + '\n[contention.gpu]\nlaw = "in-order"\n')
+    assert hostmem.in_order(load_profile(p), 2) == {("gpu", 0), ("gpu", 1)}
+    p.write_text(base + '\n[contention.membw]\nlaw = "in-order"\n')
+    with pytest.raises(UserError, match="only the gpu is shared in order"):
+        load_profile(p)

@@ -23,6 +23,7 @@ from simgpu.calibrate.arrays import arrays_table
 from simgpu.calibrate.fit import (
     EXACT,
     SIZE_LAWS,
+    device_law,
     fit_device_queue,
     fit_gil,
     fit_pressure,
@@ -183,6 +184,8 @@ def build_profile(
         "memory": {"partition_estimate": estimate.law_table()},
         "buffers": buffers,
         "stages": stages,
+        # the device shared as its one stream, where calibrate timed the pairings that say so
+        **({"contention": {"gpu": {"law": "in-order"}}} if device_law_of(contention) == "in-order" else {}),
         # the prover's arrays in each buffer, from the device pool's trace (a caching pool's grain)
         **({"buffer_arrays": arrays} if (arrays := arrays_table(stages, _traced(runs))) else {}),
         "calibration": {
@@ -222,6 +225,11 @@ def build_profile(
         },
     }
     return doc, errors
+
+
+def device_law_of(contention: Contention | None) -> str:
+    """The law the device's stages were fitted for (simgpu.calibrate.fit.device_law)."""
+    return device_law(contention.device_queue) if contention and contention.device_queue else "proportional"
 
 
 def stage_uses(

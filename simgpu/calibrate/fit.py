@@ -169,26 +169,46 @@ def _clamp(x: float) -> float:
     return round(min(1.0, max(0.0, x)), 4)
 
 
+#: The pairings that read the device as one in-order stream (fit_device_queue).
+IN_ORDER_PAIRS = ("b_g2_msm beside kernel_load", "b_g2_msm beside gpu_load")
+
+
+def device_law(queue: dict[str, tuple[float, float]]) -> str:
+    """How the measured device queue is to be shared: "in-order" where calibrate timed
+    b_g2_msm beside its own loop and beside another GPU worker (IN_ORDER_PAIRS), else
+    the proportional law that the older pairings were read with."""
+    return "in-order" if all(k in queue for k in IN_ORDER_PAIRS) else "proportional"
+
+
 def fit_device_queue(queue: dict[str, tuple[float, float]], h2d_gbps: float) -> dict[str, dict[str, Inline]]:
     """The device stages' uses of the `gpu` resource from their times beside each other's
     kind of work (simgpu.calibrate.measure.measure_device_queue).
 
-    The fluid share's law for a resource of capacity 1: jobs of demand d_i slow every
-    bound fraction by the factor sum(d_i), and a job with bound b takes 1 + b * (factor - 1)
-    times its time.  A stream of kernels has demand 1.  So, with s the measured stretch:
-    kernels beside kernels give the kernels' bound (s - 1); kernels beside copies give the
-    copies' demand on the device (s - 1) / bound; prestage beside kernels gives prestage's
-    bound (s - 1) / its demand; b_g2_msm beside copies its bound likewise.  A device whose
-    workers share one in-order stream has copies of demand near 1; one with a copy engine
-    per direction and a stream per worker, near 0.  Prestage keeps the rest of its time
-    bound on the host-to-device link (and through it host memory bandwidth).
+    Two readings, as `device_law` says.  **In order** (the one stream every worker queues
+    on: a job's bound fraction stretches by 1 + the others' demand): with b_g2_msm's
+    demand the unit (its loop is `kernel_load`) and s each measured stretch,
+    b_g2_msm beside its loop gives its bound (s - 1); beside another GPU worker
+    (`gpu_load`, prestage and kernels) the kernels' demand (s - 1) / that bound: how much
+    of the stream their long runs of kernels claim against b_g2_msm's small synced
+    steps; the kernels beside the b_g2_msm loop their bound (s - 1); the copies' demand
+    and prestage's bound as below but against a unit demand.
 
-    Where the kernels and b_g2_msm were also timed beside one prestage started with them
-    (`one_prestage`, what a pipeline has), the copies' demand and b_g2_msm's bound come
-    from those instead where they are informative (overlap_factor: the stretch while the
-    prestage ran), and the demand may pass 1: a continuous copy load measures starvation,
-    not a share, and clamped at 1 it left b_g2_msm beside a prestage 14-18% fast on the
-    H200."""
+    **Proportional** (the older pairings; the kernels' and b_g2_msm's demands 1): jobs of
+    demand d_i slow every bound fraction by the factor sum(d_i), and a job with bound b
+    takes 1 + b * (factor - 1) times its time.  So kernels beside kernels give the
+    kernels' bound (s - 1); kernels beside copies give the copies' demand on the device
+    (s - 1) / bound; prestage beside kernels gives prestage's bound (s - 1) / its demand;
+    b_g2_msm beside copies its bound likewise.  A device whose workers share one
+    in-order stream has copies of demand near 1; one with a copy engine per direction
+    and a stream per worker, near 0.  Prestage keeps the rest of its time bound on the
+    host-to-device link (and through it host memory bandwidth).
+
+    Either way, where the kernels and b_g2_msm were also timed beside one prestage
+    started with them (`one_prestage`, what a pipeline has), the copies' demand and
+    b_g2_msm's bound come from those instead where they are informative
+    (overlap_factor: the stretch while the prestage ran), and the demand may pass 1: a
+    continuous copy load measures starvation, not a share, and clamped at 1 it left
+    b_g2_msm beside a prestage 14-18% fast on the H200."""
 
     def stretch(key: str) -> float | None:
         if key not in queue:
@@ -201,6 +221,7 @@ def fit_device_queue(queue: dict[str, tuple[float, float]], h2d_gbps: float) -> 
     s_kc = stretch("kernels beside copy_load")
     if s_kk is None or s_kc is None:
         return uses
+    in_order = device_law(queue) == "in-order"
     bound_k = _clamp(s_kk - 1)
     demand_p = _clamp((s_kc - 1) / bound_k) if bound_k > 0 else 0.0
     once = queue.get("kernels beside one_prestage")
@@ -209,13 +230,24 @@ def fit_device_queue(queue: dict[str, tuple[float, float]], h2d_gbps: float) -> 
         # one prestage started with the kernels: what a pipeline has, where a continuous
         # copy load measures starvation; its demand may pass 1 (the copies go first)
         demand_p = round(max(0.0, overlap_factor(*once, other) - 1) / bound_k, 4)
-    uses["kernels"] = {"gpu": Inline(demand=1.0, bound=bound_k)}
+    demand_k = 1.0
+    if in_order:
+        bound_b = _clamp((stretch("b_g2_msm beside kernel_load") or 1.0) - 1)
+        s_bk = stretch("b_g2_msm beside gpu_load") or 1.0
+        demand_k = round(max(0.0, s_bk - 1) / bound_b, 4) if bound_b > 0 else 1.0
+        uses["b_g2_msm"] = {"gpu": Inline(demand=1.0, bound=bound_b)}
+    uses["kernels"] = {"gpu": Inline(demand=demand_k, bound=bound_k)}
     s_pk = stretch("prestage beside kernel_load")
-    bound_p = _clamp((s_pk - 1) / demand_p) if s_pk is not None and demand_p > 0 else 0.0
+    # beside the b_g2_msm loop (demand 1): in order, prestage waits for that loop's
+    # work; by the proportional law, its bound stretches by the two demands' sum
+    beside_loop = 1.0 if in_order else demand_p
+    bound_p = _clamp((s_pk - 1) / beside_loop) if s_pk is not None and beside_loop > 0 else 0.0
     prestage = {"h2d": Inline(demand=float(h2d_gbps), bound=round(1.0 - bound_p, 4))}
     if demand_p > 0:
         prestage["gpu"] = Inline(demand=demand_p, bound=bound_p)
     uses["prestage"] = prestage
+    if in_order:
+        return uses
     s_bc = stretch("b_g2_msm beside copy_load")
     b_once = queue.get("b_g2_msm beside one_prestage")
     if b_once is not None and demand_p > 0 and _informative(*b_once, other):

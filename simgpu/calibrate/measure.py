@@ -533,6 +533,13 @@ QUEUE_PAIRS = (
     ("b_g2_msm", "copy_load"),
     ("kernels", "one_prestage"),
     ("b_g2_msm", "one_prestage"),
+    # the in-order stream's pairings (fit_device_queue): b_g2_msm beside its own loop
+    # and beside another GPU worker's prestage + kernels; the kernels and prestage
+    # beside that worker, the law's check
+    ("b_g2_msm", "kernel_load"),
+    ("b_g2_msm", "gpu_load"),
+    ("kernels", "gpu_load"),
+    ("prestage", "gpu_load"),
 )
 
 
@@ -573,7 +580,20 @@ def measure_device_queue(
         backend.synchronize()
         backend.free(buf)
 
-    loads = {"kernel_load": kernel_load, "copy_load": copy_load}
+    gpu_load_part = fresh(200)
+    kept = gpu_load_part.host.prepared
+    gpu_abc = tuple(np.array(x) for x in (kept.a, kept.b, kept.c))
+
+    def gpu_load() -> None:
+        prepared = gpu_load_part.host.prepared
+        prepared.a, prepared.b, prepared.c = (x.copy() for x in gpu_abc)  # prestage lets them go
+        buffers = ex.run_stage("prestage", gpu_load_part, 0, {})
+        try:
+            ex.run_stage("kernels", gpu_load_part, 0, {"buffers": buffers})
+        finally:
+            buffers.free()
+
+    loads = {"kernel_load": kernel_load, "copy_load": copy_load, "gpu_load": gpu_load}
 
     def gpu_part(part: Partition) -> dict[str, float]:
         t = time.perf_counter()
@@ -641,10 +661,10 @@ def measure_device_queue(
             sums.setdefault(("b_g2_msm", "one_prestage"), []).append(dt)
             sums.setdefault(("one_prestage", "beside"), []).append(up)
         part.host.free()
-        for i, load in enumerate((None, "kernel_load", "copy_load")):
+        for i, load in enumerate((None, "kernel_load", "copy_load", "gpu_load")):
             stop, started, errors = threading.Event(), threading.Event(), []
 
-            part = fresh(1 + 3 * rep + i)  # made before the load starts: only device work overlaps it
+            part = fresh(1 + 4 * rep + i)  # made before the load starts: only device work overlaps it
             thread = None
             if load is not None:
                 thread = threading.Thread(
@@ -668,13 +688,16 @@ def measure_device_queue(
             for stage, dt in times.items():
                 sums.setdefault((stage, load or "alone"), []).append(dt)
     load_part.host.free()
+    gpu_load_part.host.free()
     out: dict[str, tuple[float, float]] = {}
     for stage, load in QUEUE_PAIRS:
         if (stage, load) in sums:
             alone = statistics.median(sums[(stage, "alone")])
             beside = statistics.median(sums[(stage, load)])
             out[f"{stage} beside {load}"] = (alone, beside)
-            what = "prestage started with it" if load == "one_prestage" else "a " + load.replace("_", " ")
+            what = {"one_prestage": "prestage started with it", "gpu_load": "another GPU worker's loop"}.get(
+                load, "a " + load.replace("_", " ")
+            )
             log(f"  {stage}: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms beside {what}")
     if ("one_prestage", "beside") in sums:
         # the prestage they ran beside: alone, and as long as it lasted beside them

@@ -25,6 +25,17 @@ so two kernels sharing one GPU each run at half speed.  Two laws give f_r:
   ten more join them, however small their bound fraction: past saturation, more workers
   share the bandwidth instead of multiplying it, and throughput flattens.
 
+* **in-order** (``[contention.gpu] law = "in-order"``): the device as one stream that
+  every worker queues its kernels and copies on, like one checkout lane: each job waits
+  for what the others queued ahead of it, in proportion to their demand, whether or not
+  the device has room, and never for its own.  A job's bound fraction stretches by
+  1 + (L - own demand) / C, the bursts law below.  Demands then say how much of the
+  stream a stage's work claims when it is queued beside another's: a stage that queues
+  long runs of kernels between its syncs (the kernels stage) claims more than one that
+  waits for each small result (the G2 MSM's read-backs), so sharing is lopsided:
+  ``simgpu calibrate`` reads each from a pairing (simgpu.calibrate.fit.fit_device_queue).
+  Under this law the device records no saturation: it has no capacity to pass.
+
 **Thrashing.**  Past a knee, a resource loses efficiency: a memory system oversubscribed
 by many threads spends its bandwidth on page walks and TLB shootdowns.  With L_r the
 nominal load (the demands of all running jobs at full speed),

@@ -44,6 +44,13 @@ def conserved(profile: Profile, devices: int) -> frozenset[Hashable]:
     return frozenset(key for res, spec in laws if spec.law == "conserved" for key in _keys(res, devices))
 
 
+def in_order(profile: Profile, devices: int) -> frozenset[Hashable]:
+    """The devices the profile shares by the in-order law (``[contention.gpu] law =
+    "in-order"``): each device's one stream, keyed once per device."""
+    laws = profile.contention.items()
+    return frozenset(key for res, spec in laws if spec.law == "in-order" for key in _keys(res, devices))
+
+
 def link_upload(
     nbytes: int, gbps: float, device: int
 ) -> tuple[float, tuple[tuple[Hashable, float, float], ...]]:

@@ -95,7 +95,7 @@ class SimRuntime(RuntimeBase):
         self.fluid = FluidShare(
             self.env,
             capacity,
-            bursty=frozenset(BURSTY_RESOURCES),
+            bursty=frozenset(BURSTY_RESOURCES) | hostmem.in_order(profile, config.devices),
             scaling=frozenset(SCALING_RESOURCES),
             through=hostmem.links(config.devices),
             thrash=hostmem.thrashing(profile, config.devices),

@@ -147,9 +147,10 @@ class Hardware:
 
 @dataclass(frozen=True)
 class Thrashing:
-    """How one shared resource is shared (model.contention): by the proportional or the
-    conserved law, and with an efficiency loss past a knee: effective capacity C / (1 +
-    loss * max(0, load / C - knee)), load being what the running jobs ask at full speed."""
+    """How one shared resource is shared (model.contention): by the proportional, the
+    conserved or (the gpu only) the in-order law, and with an efficiency loss past a knee:
+    effective capacity C / (1 + loss * max(0, load / C - knee)), load being what the
+    running jobs ask at full speed (the in-order law has no capacity to pass: no knee)."""
 
     knee: float = 1.0
     loss: float = 0.0
@@ -458,7 +459,7 @@ def _hardware(t: Any) -> Hardware:
 #: Resources a [contention] table may describe: the shared-by-load ones (not the lock-like
 #: gil and driver_rx, which are shared burst by burst or in turn).
 THRASHING_RESOURCES = ("membw", "cores", "gpu", "h2d")
-SHARING_LAWS = ("proportional", "conserved")
+SHARING_LAWS = ("proportional", "conserved", "in-order")
 
 
 def _contention(t: Any, where: str) -> dict[str, Thrashing]:
@@ -476,6 +477,8 @@ def _contention(t: Any, where: str) -> dict[str, Thrashing]:
         law = spec.get("law", "proportional")
         if law not in SHARING_LAWS:
             raise UserError(f"{w}: law must be one of {', '.join(SHARING_LAWS)}")
+        if law == "in-order" and res != "gpu":
+            raise UserError(f"{w}: only the gpu is shared in order (one stream its workers queue on)")
         try:
             knee, loss = float(spec.get("knee", 1.0)), float(spec.get("loss", 0.0))
         except (TypeError, ValueError):

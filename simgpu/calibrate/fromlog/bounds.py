@@ -84,7 +84,7 @@ def sharing(prof: Profile, cores: float, devices: int = 1) -> Sharing:
         frozenset(name(k) for k in hostmem.conserved(prof, 1)),
         {name(k): t for k, t in hostmem.thrashing(prof, 1).items() if t.loss > 0},
         {name(k): v for k, v in hostmem.links(1).items()},
-        frozenset(BURSTY_RESOURCES),  # as simgpu.model.sim declares them
+        frozenset(BURSTY_RESOURCES) | {name(k) for k in hostmem.in_order(prof, 1)},  # as simgpu.model.sim
         max(1, int(devices)),
     )
 
