@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
+import sys
 import tomllib
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -21,6 +24,16 @@ from simgpu.sched.registry import resolve_design
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_experiment(name: str) -> ModuleType:
+    """experiments/NAME.py as a module named NAME (registered, so that its dataclasses
+    and the scripts it imports beside it find it)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def tiny_profile(**sections: dict[str, Any]) -> Profile:

@@ -3,18 +3,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
-from conftest import ROOT
+from conftest import ROOT, load_experiment
 
-_spec = importlib.util.spec_from_file_location(
-    "published_figures", ROOT / "experiments" / "published_figures.py"
-)
-figures = importlib.util.module_from_spec(_spec)
-sys.modules["published_figures"] = figures
-_spec.loader.exec_module(figures)
+figures = load_experiment("published_figures")
 
 
 @pytest.fixture(scope="module")

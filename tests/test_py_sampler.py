@@ -4,23 +4,12 @@ and the sample that ends the wait shows where that thread stood."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
 import time
 
-from conftest import ROOT
+from conftest import load_experiment
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-py_sampler = _load("py_sampler")
+py_sampler = load_experiment("py_sampler")
 
 
 def _hold_the_lock() -> None:

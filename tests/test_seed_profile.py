@@ -4,12 +4,10 @@ only in throughput (those figures: tests/test_published_figures.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 
 import pytest
-from conftest import ROOT, seed_profile, simulate
+from conftest import load_experiment, seed_profile, simulate
 
 GiB = 1 << 30
 
@@ -20,10 +18,7 @@ def mean_stage(s, stage):
 
 def test_every_derived_number_is_the_one_the_sheet_gives():
     """experiments/seed_profile.py re-derives the profile's numbers from the sheet."""
-    spec = importlib.util.spec_from_file_location("seed_profile", ROOT / "experiments" / "seed_profile.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["seed_profile"] = mod
-    spec.loader.exec_module(mod)
+    mod = load_experiment("seed_profile")
     import tomllib
 
     shipped = mod.shipped(tomllib.loads(mod.PROFILE.read_text()))

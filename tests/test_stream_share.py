@@ -3,16 +3,10 @@ stage spans and on a pool's trace."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
-from conftest import ROOT
+from conftest import load_experiment
 
-spec = importlib.util.spec_from_file_location("stream_share", ROOT / "experiments" / "stream_share.py")
-stream_share = importlib.util.module_from_spec(spec)
-sys.modules["stream_share"] = stream_share  # its dataclass looks its module up
-spec.loader.exec_module(stream_share)
+stream_share = load_experiment("stream_share")  # registered: its dataclass looks its module up
 
 
 def test_a_b_g2_msm_is_classed_by_the_other_partitions_device_stages_beside_it():

@@ -4,24 +4,12 @@ traces, and the validation's OOM rule (experiments/gpu_validation.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
-from conftest import ROOT
+from conftest import load_experiment
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-stream_timeline = _load("stream_timeline")
-gpu_validation = _load("gpu_validation")
-driver_lock_replay = _load("driver_lock_replay")  # imports stream_timeline, loaded above
+stream_timeline = load_experiment("stream_timeline")
+gpu_validation = load_experiment("gpu_validation")
+driver_lock_replay = load_experiment("driver_lock_replay")  # imports stream_timeline, loaded above
 
 #: CUPTI's clock runs this far ahead of the spans' clock in the trace below (µs).
 OFF = 1_000_000.0
@@ -147,7 +135,7 @@ def test_the_replay_serves_one_stream_in_order_and_the_driver_lock_holds_through
     assert spans(False, b_synced) == (11_000, 12_000)
 
 
-kernel_trace = _load("kernel_trace")
+kernel_trace = load_experiment("kernel_trace")
 
 
 def test_a_profilers_trace_is_compacted_with_each_ops_launching_call_and_the_clocks_offset():
