@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
-# The seventeenth H200 lease (issue #19), two calls back to back on one machine: what the
-# sixteenth left open about the prover with page-locked copies (docs/validation.md,
+# The seventeenth H200 lease (issue #19), three calls back to back on one machine: what
+# the sixteenth left open about the prover with page-locked copies (docs/validation.md,
 # first section).
 #   call 1: the whole of `pytest -m gpu` (the sixteenth ran only part of it after the
 #           copies' last change); the prover end to end per partition at 2^20 and 2^22
 #           with its copies staged and, on the same machine, pageable
 #           (benchmarks/bench_prover.py, SIMGPU_PAGEABLE_COPIES=1 for the before);
-#   call 2: A and F traced (every driver call, the Python sampler): A's stages alone for
-#           experiments/driver_lock_replay.py; b_g2_msm and the kernels each beside one
-#           other GPU worker looping prestage + kernels (experiments/driver_probe.py
-#           gpu:1), the pairing the model predicts 22-25% fast; the capped group (H-K
-#           at 2176 MiB, where the model races b_g2_msm's buffers against a third
-#           worker's h_msm in every run and the card ran each once without it) twice.
+#   call 2: calibrate, which now times b_g2_msm beside its own loop and beside another
+#           GPU worker's prestage + kernels and so writes the device as one in-order
+#           stream ([contention.gpu] law = "in-order"); A and F traced (every driver
+#           call, the Python sampler with its run-queue wait); the grid's A-G;
+#   call 3: H-R with the capped group at 2176 MiB (where the sixteenth's model raced
+#           b_g2_msm's buffers against a third worker's h_msm in every run and the card
+#           ran each once without), the capped group twice more, a second pass.
 # The working tree must stay under the device's 64 MiB: move docs/data's traced folders
 # aside for the calls.
 #
-#   bash experiments/device_lease17.sh 1|2
+#   bash experiments/device_lease17.sh 1|2|3
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}
-LOGS=$OUT/lease17-${1:?which call: 1 or 2}
+LOGS=$OUT/lease17-${1:?which call: 1, 2 or 3}
 mkdir -p "$LOGS" out
-PROFILE=simgpu/profile/profiles/h200-cupy.toml
+PROFILE=out/h200-cupy.toml
 source "$(dirname "$0")/lease_lib.sh"
 if [ "$1" = 1 ]; then
   lease_machine
@@ -33,16 +34,20 @@ if [ "$1" = 1 ]; then
       > "$LOGS/bench-prover-$mode.log" 2>&1
     echo "bench_prover $mode rc=$? at $SECONDS s"; tail -6 "$LOGS/bench-prover-$mode.log"
   done
-else
+elif [ "$1" = 2 ]; then
+  lease_machine
+  lease_calibrate 300
+  grep -A2 "^\[contention" "$PROFILE"
   for label in A F; do
-    timeout 120 python3 experiments/gpu_validation.py measure --profile $PROFILE --only "$label" \
+    timeout 60 python3 experiments/gpu_validation.py measure --profile $PROFILE --only "$label" \
       --kernel-trace "$label" --py-sample 0.001 --json "$LOGS/traced-$label.json" > "$LOGS/traced-$label.log" 2>&1
     echo "traced $label rc=$? at $SECONDS s"; grep -E "s/proof|Error" "$LOGS/traced-$label.log" | cut -c1-110
     gzip -f "$LOGS/traced-$label.json"
   done
-  timeout 150 python3 experiments/driver_probe.py --constraints 2^22 --loads none gpu:1 \
-    --json "$LOGS/driver-probe.json" > "$LOGS/driver-probe.log" 2>&1
-  echo "driver_probe rc=$? at $SECONDS s"; tail -12 "$LOGS/driver-probe.log"
+  lease_validate $((585 - SECONDS)) gpu-validation 2176 --only A B C D E F G
+else
+  lease_validate 300 call3-grid 2176 --only H I J K L M N O P Q R
   for k in 2 3; do lease_validate 60 "capped-$k" 2176 --only H I J K; done
+  lease_validate $((580 - SECONDS)) second-pass 2176 --only A C F G L M N O Q R
 fi
 (cd "$LOGS" && tar -cf texts.tar ./*.log && rm ./*.log)
