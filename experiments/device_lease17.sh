@@ -12,7 +12,8 @@
 #           call, the Python sampler with its run-queue wait); the grid's A-G;
 #   call 3: H-R with the capped group at 2176 MiB (where the sixteenth's model raced
 #           b_g2_msm's buffers against a third worker's h_msm in every run and the card
-#           ran each once without), the capped group twice more, a second pass.
+#           ran each once without), the capped group twice more, I with every
+#           allocation traced, a second pass.
 # The working tree must stay under the device's 64 MiB: move docs/data's traced folders
 # aside for the calls.
 #
@@ -48,6 +49,9 @@ elif [ "$1" = 2 ]; then
 else
   lease_validate 300 call3-grid 2176 --only H I J K L M N O P Q R
   for k in 2 3; do lease_validate 60 "capped-$k" 2176 --only H I J K; done
+  # every allocation and free of I's run: whether b_g2_msm's buffers and a third worker's
+  # h_msm were ever live together, as the model has them
+  lease_validate 60 alloc-I 2176 --only I --alloc-trace I
   lease_validate $((580 - SECONDS)) second-pass 2176 --only A C F G L M N O Q R
 fi
 (cd "$LOGS" && tar -cf texts.tar ./*.log && rm ./*.log)
