@@ -190,6 +190,12 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
     for v in [*waits.values(), *in_driver.values()]:
         v.sort()
     gpu_spans = [s for s in kt["spans"] if s[1] in GPU_STAGES and s[0] in dev_ops]
+    # the Python sampler's samples (py_sampler.PySampler: on the spans' clock), if taken
+    samples = sorted(
+        (row[0], row[1], row[3] if len(row) > 3 else None)
+        for row in kt.get("py_samples", {}).get("samples", [])
+    )
+    sample_t = [t for t, _, _ in samples]
     out = []
     for tid, stage, proof, index, t0, t1 in gpu_spans:
         beside = sorted({s[1] for s in gpu_spans if s[0] != tid and s[4] < t1 and s[5] > t0})
@@ -199,6 +205,7 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
         wait = _overlap(waits[tid], t0, t1)
         starts = [a for a, _ in waits[tid]]
         long_n, long_s = _long_stretches(launched[tid], sorted(waits[tid] + in_driver[tid]), t0, t1)
+        inside = samples[bisect.bisect(sample_t, t0) : bisect.bisect(sample_t, t1)]
         out.append(
             {
                 "stage": stage,
@@ -222,6 +229,15 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
                 # the grain: its launches, and its waits for the device (each a sync point)
                 "launches": bisect.bisect(launched[tid], t1) - bisect.bisect(launched[tid], t0),
                 "waits": bisect.bisect(starts, t1) - bisect.bisect(starts, t0),
+                # how late the sampler woke inside the span, in all (the interpreter lock
+                # held elsewhere, or no core free), and of that its run-queue wait (no
+                # core); None without samples, or samples from before the run-queue wait
+                "sampler_late": sum(late for _, late, _ in inside) if samples else None,
+                "sampler_runq": (
+                    sum(rq for _, _, rq in inside)
+                    if samples and all(rq is not None for _, _, rq in inside)
+                    else None
+                ),
             }
         )
     return out
@@ -234,8 +250,8 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| stage | beside | n | span ms | own device | others' device (not own) | idle | waiting "
         "| on the host | of it in stretches > 1 ms (how many) | of it in other driver calls "
-        "| launches | waits |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| launches | waits | sampler late (of it no core) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (stage, beside), rs in sorted(groups.items()):
 
@@ -245,11 +261,19 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         def n(key: str, rs: list[dict[str, Any]] = rs) -> str:
             return f"{statistics.mean(r[key] for r in rs):.0f}"
 
+        def late(rs: list[dict[str, Any]] = rs) -> str:
+            if any(r.get("sampler_late") is None for r in rs):
+                return "-"
+            out = m("sampler_late")
+            if all(r.get("sampler_runq") is not None for r in rs):
+                out += f" ({m('sampler_runq')})"
+            return out
+
         lines.append(
             f"| {stage} | {beside} | {len(rs)} | {m('span')} | {m('own_device')} | "
             f"{m('others_only')} | {m('idle')} | {m('waiting')} | {m('host')} | "
             f"{m('host_long')} ({statistics.mean(r['host_long_n'] for r in rs):.1f}) | {m('in_driver')} | "
-            f"{n('launches')} | {n('waits')} |"
+            f"{n('launches')} | {n('waits')} | {late()} |"
         )
     return lines
 

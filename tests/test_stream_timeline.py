@@ -62,6 +62,21 @@ def test_each_gpu_stage_splits_into_its_own_device_time_the_others_and_idle():
     assert b["waiting"] == pytest.approx(38)
 
 
+def test_the_samplers_lateness_inside_a_span_is_summed_with_its_run_queue_wait():
+    t = _trace()
+    # [t, late µs, frames, run-queue µs] on the spans' clock: two inside b_g2_msm (20-80)
+    t["py_samples"] = {"samples": [[10.0, 5.0, [], 1.0], [30.0, 7.0, [], 2.0], [70.0, 3.0, [], 0.5]]}
+    rows = {r["stage"]: r for r in stream_timeline.episodes({"kernel_trace": t})}
+    assert rows["b_g2_msm"]["sampler_late"] == pytest.approx(10.0)
+    assert rows["b_g2_msm"]["sampler_runq"] == pytest.approx(2.5)
+    assert rows["kernels"]["sampler_late"] == pytest.approx(15.0)  # 0-100 holds all three
+    # samples from before the run-queue wait was kept: lateness only
+    t["py_samples"] = {"samples": [[30.0, 7.0, []]]}
+    rows = {r["stage"]: r for r in stream_timeline.episodes({"kernel_trace": t})}
+    assert rows["b_g2_msm"]["sampler_late"] == pytest.approx(7.0) and rows["b_g2_msm"]["sampler_runq"] is None
+    assert stream_timeline.episodes({"kernel_trace": _trace()})[0]["sampler_late"] is None
+
+
 def test_a_launch_held_behind_the_other_workers_pageable_copy_is_listed():
     t = _trace()
     # 12 launches at 57 µs and is held 400 µs, while 11 is inside its copy (56-90) and
