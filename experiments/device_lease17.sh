@@ -14,8 +14,9 @@
 #           b_g2_msm's buffers against a third worker's h_msm in every run and the card
 #           ran each once without), the capped group twice more, I with every
 #           allocation traced, a second pass.
-# The working tree must stay under the device's 64 MiB: move docs/data's traced folders
-# aside for the calls.
+# The working tree must stay under the device's 64 MiB: with the four wheels in .whl (56
+# MiB) the tracked files (15 MiB) are too many; move docs/data/h200-2026-12-01k, -01l,
+# -02a and -02b aside for the calls (8 MiB), and back after.
 #
 #   bash experiments/device_lease17.sh 1|2|3
 set -u
