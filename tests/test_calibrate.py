@@ -288,6 +288,24 @@ def test_the_in_order_pairings_read_the_kernels_claim_on_the_one_stream():
     assert fit_device_queue(older, 50.0)["kernels"]["gpu"]["demand"] == 1.0
 
 
+def test_the_device_law_goes_into_the_profile_with_the_uses_it_was_fitted_for():
+    from simgpu.calibrate.build import set_device_law
+    from simgpu.calibrate.measure import Contention
+
+    def contention(queue):
+        return Contention(1024, 4, 10.0, {}, {}, queue, 2, {})
+
+    in_order = {k: (0.01, 0.02) for k in IN_ORDER_PAIRS}
+    doc = {"contention": {"membw": {"law": "conserved"}}}
+    set_device_law(doc, contention(in_order))
+    assert doc["contention"] == {"membw": {"law": "conserved"}, "gpu": {"law": "in-order"}}
+    set_device_law(doc, contention({}))  # refitted without the pairings: the default again
+    assert doc["contention"] == {"membw": {"law": "conserved"}}
+    bare: dict = {}
+    set_device_law(bare, None)
+    assert bare == {}
+
+
 def test_one_prestage_beside_the_kernels_gives_the_copies_demand():
     """Worked by hand.  Kernels (bound 1: 2x beside kernels) take 40 ms alone and 60 ms
     with a 30 ms prestage started with them: in those 30 ms they did 10 ms of work (the

@@ -195,7 +195,7 @@ def test_seed_profile_reproduces_the_published_contention():
     prof = seed_profile()
     st = prof.resolve(prof.workload().constraints).stages
     cap = {"membw": prof.hardware.membw_gbps}
-    laws = dict(conserved=hostmem.conserved(prof, 1), thrash=hostmem.thrashing(prof, 1))
+    laws = dict(conserved=hostmem.shared_by(prof, 1, "conserved"), thrash=hostmem.thrashing(prof, 1))
 
     def uses(name):
         return tuple((r, u.demand, u.bound) for r, u in st[name].phases[0].uses.items())
@@ -301,10 +301,12 @@ def test_a_profile_shares_its_gpu_in_order_only_where_it_says_so(tmp_path):
 
     base = (ROOT / "tests" / "data" / "tiny.toml").read_text()
     plain = load_profile(ROOT / "tests" / "data" / "tiny.toml")
-    assert hostmem.in_order(plain, 2) == frozenset()
+    assert hostmem.shared_by(plain, 2, "in-order") == frozenset()
+    assert ("gpu", 0) not in hostmem.bursty(plain, 2)
     p = tmp_path / "in-order.toml"
     p.write_text(base + '\n[contention.gpu]\nlaw = "in-order"\n')
-    assert hostmem.in_order(load_profile(p), 2) == {("gpu", 0), ("gpu", 1)}
+    assert hostmem.shared_by(load_profile(p), 2, "in-order") == {("gpu", 0), ("gpu", 1)}
+    assert {("gpu", 0), ("gpu", 1), "gil"} <= hostmem.bursty(load_profile(p), 2)
     p.write_text(base + '\n[contention.membw]\nlaw = "in-order"\n')
     with pytest.raises(UserError, match="only the gpu is shared in order"):
         load_profile(p)

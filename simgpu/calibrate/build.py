@@ -184,8 +184,6 @@ def build_profile(
         "memory": {"partition_estimate": estimate.law_table()},
         "buffers": buffers,
         "stages": stages,
-        # the device shared as its one stream, where calibrate timed the pairings that say so
-        **({"contention": {"gpu": {"law": "in-order"}}} if device_law_of(contention) == "in-order" else {}),
         # the prover's arrays in each buffer, from the device pool's trace (a caching pool's grain)
         **({"buffer_arrays": arrays} if (arrays := arrays_table(stages, _traced(runs))) else {}),
         "calibration": {
@@ -224,12 +222,29 @@ def build_profile(
             ),
         },
     }
+    set_device_law(doc, contention)
     return doc, errors
 
 
 def device_law_of(contention: Contention | None) -> str:
     """The law the device's stages were fitted for (simgpu.calibrate.fit.device_law)."""
     return device_law(contention.device_queue) if contention and contention.device_queue else "proportional"
+
+
+def set_device_law(doc: dict[str, Any], contention: Contention | None) -> None:
+    """Write into the profile `doc` the law its device's uses were fitted for: the device
+    shared as its one stream (``[contention.gpu] law = "in-order"``) where calibrate timed
+    the pairings that say so, else the default; the rest of ``[contention]`` is kept."""
+    table = doc.setdefault("contention", {})
+    gpu = table.setdefault("gpu", {})
+    if device_law_of(contention) == "in-order":
+        gpu["law"] = "in-order"
+    elif gpu.get("law") == "in-order":
+        del gpu["law"]
+    if not gpu:
+        del table["gpu"]
+    if not table:
+        del doc["contention"]
 
 
 def stage_uses(

@@ -66,7 +66,7 @@ def refit_uses(doc: dict[str, Any], gil: bool = False) -> None:
     the profile stores (simgpu.calibrate.build.stage_uses), in place: what a profile
     calibrated before a change of the fits would have said with the fits of now.
     `gil`: with the interpreter lock's uses too, from the runs calibrate recorded."""
-    from simgpu.calibrate.build import device_law_of, stage_uses
+    from simgpu.calibrate.build import set_device_law, stage_uses
 
     cal = doc["calibration"]
     h2d = float(doc["hardware"]["h2d_gbps"])
@@ -77,16 +77,7 @@ def refit_uses(doc: dict[str, Any], gil: bool = False) -> None:
     for stage, u in uses.items():
         if stage in doc["stages"]:
             doc["stages"][stage]["uses"] = {r: dict(v) for r, v in u.items()}
-    # the law the uses were fitted for goes with them
-    gpu = doc.setdefault("contention", {}).setdefault("gpu", {})
-    if device_law_of(c) == "in-order":
-        gpu["law"] = "in-order"
-    elif gpu.get("law") == "in-order":
-        del gpu["law"]
-    if not gpu:
-        del doc["contention"]["gpu"]
-    if not doc["contention"]:
-        del doc["contention"]
+    set_device_law(doc, c)  # the law the uses were fitted for goes with them
 
 
 def result_channel_use(doc: dict[str, Any]) -> dict[str, Any] | None:

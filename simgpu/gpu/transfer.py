@@ -135,9 +135,7 @@ def to_device(dst: Any, host: np.ndarray) -> None:
 
 def upload(host: np.ndarray) -> Any:
     """A new CuPy array holding `host` (through the staging, as to_device)."""
-    cp = cuda.get_cupy()
-    host = np.ascontiguousarray(host)
-    out = cp.empty(host.shape, dtype=host.dtype)
+    out = cuda.get_cupy().empty(host.shape, dtype=host.dtype)
     to_device(out, host)
     return out
 

@@ -17,6 +17,7 @@ from collections.abc import Hashable
 from simgpu.model.contention import Thrash
 from simgpu.profile import Profile
 from simgpu.profile.resolve import link_seconds
+from simgpu.profile.schema import BURSTY_RESOURCES
 
 
 def links(devices: int) -> dict[Hashable, Hashable]:
@@ -38,17 +39,17 @@ def thrashing(profile: Profile, devices: int) -> dict[Hashable, Thrash]:
     }
 
 
-def conserved(profile: Profile, devices: int) -> frozenset[Hashable]:
-    """The resources the profile shares by the conserved law."""
+def shared_by(profile: Profile, devices: int, law: str) -> frozenset[Hashable]:
+    """The resources the profile's ``[contention]`` shares by `law` ("conserved",
+    "in-order"), keyed as the fluid share names them (a device resource once per device)."""
     laws = profile.contention.items()
-    return frozenset(key for res, spec in laws if spec.law == "conserved" for key in _keys(res, devices))
+    return frozenset(key for res, spec in laws if spec.law == law for key in _keys(res, devices))
 
 
-def in_order(profile: Profile, devices: int) -> frozenset[Hashable]:
-    """The devices the profile shares by the in-order law (``[contention.gpu] law =
-    "in-order"``): each device's one stream, keyed once per device."""
-    laws = profile.contention.items()
-    return frozenset(key for res, spec in laws if spec.law == "in-order" for key in _keys(res, devices))
+def bursty(profile: Profile, devices: int) -> frozenset[Hashable]:
+    """The resources shared burst by burst: the lock-like ones, and each device the
+    profile shares in order (one stream: the same law, simgpu.model.contention)."""
+    return frozenset(BURSTY_RESOURCES) | shared_by(profile, devices, "in-order")
 
 
 def link_upload(

@@ -29,7 +29,7 @@ from simgpu.model.interpreter import Buffers, run_stage
 from simgpu.model.primitives import Signal, SimLock, SimQueue, SimSemaphore
 from simgpu.profile import Profile, ResolvedPhase
 from simgpu.profile.resolve import StagePlan
-from simgpu.profile.schema import BURSTY_RESOURCES, SCALING_RESOURCES
+from simgpu.profile.schema import SCALING_RESOURCES
 from simgpu.sched.base import RuntimeBase
 from simgpu.sched.daemon import Daemon
 from simgpu.sched.runtime import Proc
@@ -95,11 +95,11 @@ class SimRuntime(RuntimeBase):
         self.fluid = FluidShare(
             self.env,
             capacity,
-            bursty=frozenset(BURSTY_RESOURCES) | hostmem.in_order(profile, config.devices),
+            bursty=hostmem.bursty(profile, config.devices),
             scaling=frozenset(SCALING_RESOURCES),
             through=hostmem.links(config.devices),
             thrash=hostmem.thrashing(profile, config.devices),
-            conserved=hostmem.conserved(profile, config.devices),
+            conserved=hostmem.shared_by(profile, config.devices, "conserved"),
         )
         self.rng = random.Random(seed)
         self._ctx: dict[simpy.Process, dict[str, Any]] = {}

@@ -19,7 +19,7 @@ from simgpu.calibrate.fromlog.samples import QUANTUM, Job
 from simgpu.model import hostmem
 from simgpu.model.contention import Thrash, free_fraction, job_stretch, resource_factor
 from simgpu.profile import Profile
-from simgpu.profile.schema import BURSTY_RESOURCES, SCALING_RESOURCES, uses_at
+from simgpu.profile.schema import SCALING_RESOURCES, uses_at
 
 #: Fewest samples, and least spread of a resource's oversubscription across them, that a
 #: contention bound is fitted from; below either the bound is not identifiable (the spread
@@ -81,10 +81,10 @@ def sharing(prof: Profile, cores: float, devices: int = 1) -> Sharing:
     capacity |= {"gpu": 1.0, "h2d": hw.h2d_gbps}
     return Sharing(
         capacity,
-        frozenset(name(k) for k in hostmem.conserved(prof, 1)),
+        frozenset(name(k) for k in hostmem.shared_by(prof, 1, "conserved")),
         {name(k): t for k, t in hostmem.thrashing(prof, 1).items() if t.loss > 0},
         {name(k): v for k, v in hostmem.links(1).items()},
-        frozenset(BURSTY_RESOURCES) | {name(k) for k in hostmem.in_order(prof, 1)},  # as simgpu.model.sim
+        frozenset(name(k) for k in hostmem.bursty(prof, 1)),  # as simgpu.model.sim declares them
         max(1, int(devices)),
     )
 
