@@ -40,13 +40,18 @@ def main() -> None:
     ap.add_argument("--log", help="calibrate's log, for a profile without [calibration.contention]")
     ap.add_argument("--out", required=True)
     ap.add_argument("--gil", action="store_true", help="fit the interpreter lock's uses too")
+    ap.add_argument(
+        "--device-law",
+        choices=("proportional", "in-order"),
+        help="the law to fit the device for (default: the profile's)",
+    )
     args = ap.parse_args()
     src = Path(args.profile)
     has = "contention" in tomllib.loads(src.read_text())["calibration"]
     if not has and not args.log:
         raise SystemExit(f"{src} has no [calibration.contention]: give --log, the lease's calibrate log")
     record = None if has else contention_from_log(Path(args.log).read_text())
-    refit_profile(src, Path(args.out), uses=True, contention=record, gil=args.gil)
+    refit_profile(src, Path(args.out), uses=True, contention=record, gil=args.gil, device_law=args.device_law)
     print(f"wrote {args.out}")
 
 

@@ -908,6 +908,13 @@ def calibrate(
         str | None,
         typer.Option(help="with --from-log: the profile for what a log cannot inform (default: the seed)"),
     ] = None,
+    device_law: Annotated[
+        str,
+        typer.Option(
+            help="how GPU workers share the device, as fitted: proportional (validated best) or "
+            "in-order (one stream they queue on)"
+        ),
+    ] = "proportional",
 ) -> None:
     """Measure the real prover over a ladder of sizes and write a fitted profile; or,
     with --from-log, fit one from a proving daemon's own log."""
@@ -916,6 +923,10 @@ def calibrate(
     from simgpu.real.executor import ProverSettings
 
     writable(out, "--out", (".toml",))
+    from simgpu.calibrate.fit import DEVICE_LAWS
+
+    if device_law not in DEVICE_LAWS:
+        raise UserError(f"--device-law {device_law!r}: one of {', '.join(DEVICE_LAWS)}")
     if from_log is not None:
         from simgpu.calibrate.fromlog import fit_from_log
 
@@ -950,6 +961,7 @@ def calibrate(
         contention_size=cn,
         partitions=partitions,
         log=lambda m: console.print(m, markup=False),
+        device_law=device_law,
     )
     console.print(f"wrote {out} in {time.perf_counter() - t0:.0f} s; worst relative fit error per law:")
     for key, err in sorted(errors.items(), key=lambda kv: -kv[1])[:12]:

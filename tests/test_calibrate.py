@@ -236,6 +236,12 @@ def test_bad_size_ladders_are_user_errors(capsys):
     assert "powers of two" in capsys.readouterr().err
 
 
+def test_an_unknown_device_law_is_a_user_error(capsys, tmp_path):
+    assert main(["calibrate", "--out", str(tmp_path / "x.toml"), "--device-law", "banana"]) == 2
+    err = capsys.readouterr().err
+    assert "--device-law 'banana': one of proportional, in-order" in err and "Traceback" not in err
+
+
 def test_device_queue_fit_reads_the_fluid_shares_law_backwards():
     """Worked by hand.  One in-order queue: kernels beside kernels take 2x (bound 1),
     beside copies 1.8x (the copies' demand 0.8); prestage beside kernels 1.16x (bound
@@ -276,16 +282,20 @@ def test_the_in_order_pairings_read_the_kernels_claim_on_the_one_stream():
         "b_g2_msm beside kernel_load": (0.05, 0.08),
         "b_g2_msm beside gpu_load": (0.05, 0.11),
     }
-    assert device_law(queue) == "in-order"
-    uses = fit_device_queue(queue, h2d_gbps=50.0)
+    assert device_law(queue, "in-order") == "in-order"
+    assert device_law(queue) == "proportional"  # the default, whatever was timed
+    uses = fit_device_queue(queue, h2d_gbps=50.0, law="in-order")
     assert uses["b_g2_msm"]["gpu"] == Inline(demand=1.0, bound=0.6)
     assert uses["kernels"]["gpu"] == Inline(demand=2.0, bound=0.5)
     assert uses["prestage"]["gpu"] == Inline(demand=0.8, bound=0.1)
     assert uses["prestage"]["h2d"] == Inline(demand=50.0, bound=0.9)
     # without the two b_g2_msm pairings it is the proportional reading, as before
     older = {k: v for k, v in queue.items() if k not in IN_ORDER_PAIRS}
-    assert device_law(older) == "proportional"
-    assert fit_device_queue(older, 50.0)["kernels"]["gpu"]["demand"] == 1.0
+    assert device_law(older, "in-order") == "proportional"
+    assert fit_device_queue(older, 50.0, "in-order")["kernels"]["gpu"]["demand"] == 1.0
+    assert fit_device_queue(queue, 50.0) == fit_device_queue(older, 50.0)
+    with pytest.raises(UserError, match="unknown device law"):
+        device_law(queue, "banana")
 
 
 def test_the_device_law_goes_into_the_profile_with_the_uses_it_was_fitted_for():
@@ -297,9 +307,11 @@ def test_the_device_law_goes_into_the_profile_with_the_uses_it_was_fitted_for():
 
     in_order = {k: (0.01, 0.02) for k in IN_ORDER_PAIRS}
     doc = {"contention": {"membw": {"law": "conserved"}}}
-    set_device_law(doc, contention(in_order))
+    set_device_law(doc, contention(in_order))  # not asked for: the default
+    assert doc["contention"] == {"membw": {"law": "conserved"}}
+    set_device_law(doc, contention(in_order), "in-order")
     assert doc["contention"] == {"membw": {"law": "conserved"}, "gpu": {"law": "in-order"}}
-    set_device_law(doc, contention({}))  # refitted without the pairings: the default again
+    set_device_law(doc, contention({}), "in-order")  # refitted without the pairings: the default again
     assert doc["contention"] == {"membw": {"law": "conserved"}}
     bare: dict = {}
     set_device_law(bare, None)
@@ -386,7 +398,7 @@ def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> N
         "prestage beside gpu_load",
         "one_prestage",
     }
-    assert device_law(queue) == "in-order"
+    assert device_law(queue, "in-order") == "in-order"
     assert all(a > 0 and b > 0 for a, b in queue.values())
 
 

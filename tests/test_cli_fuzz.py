@@ -75,6 +75,7 @@ NAME_OPTIONS = {
     "b_g2_on",
     "circuit",
     "placement",
+    "device_law",
 }
 OUTPUT_PATHS = {"trace", "plot", "out", "timeline", "records"}
 #: A directory the command creates if it must: malformed when it cannot be one.

@@ -64,8 +64,10 @@ def build_profile(
     h2d: float | None,
     partitions: int,
     missing: list[str],
+    device_law: str = "proportional",
 ) -> tuple[dict[str, Any], dict[str, float]]:
-    """The profile document and the fit error of each law."""
+    """The profile document and the fit error of each law; `device_law`: the law the
+    device's uses are fitted for (simgpu.calibrate.fit.device_law)."""
     from simgpu.prover.memory_plan import ProverShape, footprint_tables, prover_plan
 
     ns = [r.constraints for r in runs]
@@ -124,7 +126,9 @@ def build_profile(
     errors["vram_resident"] = resident.max_rel_error
     hw = _hardware_facts(runs, contention.membw_gbps if contention else None, h2d)
     hw["vram_resident"] = resident.law_table()
-    uses = stage_uses(contention, float(hw["h2d_gbps"]), settings.b_g2_on, settings.b_g2_threads)
+    uses = stage_uses(
+        contention, float(hw["h2d_gbps"]), settings.b_g2_on, settings.b_g2_threads, device_law=device_law
+    )
 
     def cv(key: str) -> float:
         vals = [
@@ -222,22 +226,25 @@ def build_profile(
             ),
         },
     }
-    set_device_law(doc, contention)
+    set_device_law(doc, contention, device_law)
     return doc, errors
 
 
-def device_law_of(contention: Contention | None) -> str:
-    """The law the device's stages were fitted for (simgpu.calibrate.fit.device_law)."""
-    return device_law(contention.device_queue) if contention and contention.device_queue else "proportional"
+def device_law_of(contention: Contention | None, wanted: str = "proportional") -> str:
+    """The law the device's stages are fitted for (simgpu.calibrate.fit.device_law)."""
+    if contention and contention.device_queue:
+        return device_law(contention.device_queue, wanted)
+    return "proportional"
 
 
-def set_device_law(doc: dict[str, Any], contention: Contention | None) -> None:
+def set_device_law(doc: dict[str, Any], contention: Contention | None, wanted: str = "proportional") -> None:
     """Write into the profile `doc` the law its device's uses were fitted for: the device
-    shared as its one stream (``[contention.gpu] law = "in-order"``) where calibrate timed
-    the pairings that say so, else the default; the rest of ``[contention]`` is kept."""
+    shared as its one stream (``[contention.gpu] law = "in-order"``) where that was
+    `wanted` and calibrate timed the pairings it needs, else the default; the rest of
+    ``[contention]`` is kept."""
     table = doc.setdefault("contention", {})
     gpu = table.setdefault("gpu", {})
-    if device_law_of(contention) == "in-order":
+    if device_law_of(contention, wanted) == "in-order":
         gpu["law"] = "in-order"
     elif gpu.get("law") == "in-order":
         del gpu["law"]
@@ -248,7 +255,12 @@ def set_device_law(doc: dict[str, Any], contention: Contention | None) -> None:
 
 
 def stage_uses(
-    contention: Contention | None, h2d_gbps: float, b_g2_on: str, b_g2_threads: int, gil: bool = False
+    contention: Contention | None,
+    h2d_gbps: float,
+    b_g2_on: str,
+    b_g2_threads: int,
+    gil: bool = False,
+    device_law: str = "proportional",
 ) -> dict[str, dict[str, Inline]]:
     """Every stage's uses of the shared resources, fitted from what calibrate measured
     beside loads (the one place they are fitted: calibrate and refit_uses call it).
@@ -256,7 +268,8 @@ def stage_uses(
     `gil`: also fit the stages' uses of the interpreter lock from the measure_gil runs.
     Off by default: calibrate records those runs, but the fit has not been validated on
     a lease yet, and on a small host one stage of pure Python beside the probe thread
-    took 1.0x to 4.1x its time from call to call (refit_uses(..., gil=True) tries it)."""
+    took 1.0x to 4.1x its time from call to call (refit_uses(..., gil=True) tries it).
+    `device_law`: the law the device queue is read with (fit_device_queue)."""
     uses: dict[str, dict[str, Inline]] = {"kernels": {"gpu": Inline(demand=1.0, bound=1.0)}}
     uses["prestage"] = {"h2d": Inline(demand=h2d_gbps, bound=1.0)}
     if contention:
@@ -268,7 +281,7 @@ def stage_uses(
         uses["b_g2_msm"] = {"gpu": Inline(demand=1.0, bound=1.0)}
     if contention and contention.device_queue:
         # how the device shares its work between workers, as measured
-        uses.update(fit_device_queue(contention.device_queue, h2d_gbps))
+        uses.update(fit_device_queue(contention.device_queue, h2d_gbps, device_law))
     if contention:
         b_g2_cores = b_g2_threads if b_g2_on == "cpu" else 1
         pressure = fit_pressure(contention, b_g2_cores)
@@ -393,8 +406,10 @@ def calibrate(
     partitions: int = 4,
     name: str | None = None,
     log: Callable[[str], None] = print,
+    device_law: str = "proportional",
 ) -> tuple[dict[str, Any], dict[str, float]]:
-    """Measure, fit, write `out`.  Returns (profile document, fit errors)."""
+    """Measure, fit, write `out`.  Returns (profile document, fit errors).
+    `device_law`: the law the device's uses are fitted for (fit.device_law)."""
     runs: list[SizeRun] = []
     missing: list[str] = []
     contention = None
@@ -430,7 +445,9 @@ def calibrate(
         raise UserError("calibration measured nothing: no profile written")
     if contention is None and "contention: not measured (interrupted)" not in missing:
         missing.append("contention: not measured")
-    doc, errors = build_profile(name or out.stem, runs, contention, settings, h2d, partitions, missing)
+    doc, errors = build_profile(
+        name or out.stem, runs, contention, settings, h2d, partitions, missing, device_law=device_law
+    )
     drift, refs = host_drift(runs)
     if drift > HOST_DRIFT_WARN:
         log(

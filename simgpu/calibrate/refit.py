@@ -61,11 +61,12 @@ def contention_of(doc: dict[str, Any]) -> Contention:
     )
 
 
-def refit_uses(doc: dict[str, Any], gil: bool = False) -> None:
+def refit_uses(doc: dict[str, Any], gil: bool = False, device_law: str | None = None) -> None:
     """Fit every stage's uses of the shared resources again from the contention runs
     the profile stores (simgpu.calibrate.build.stage_uses), in place: what a profile
     calibrated before a change of the fits would have said with the fits of now.
-    `gil`: with the interpreter lock's uses too, from the runs calibrate recorded."""
+    `gil`: with the interpreter lock's uses too, from the runs calibrate recorded.
+    `device_law`: the law to fit the device for (None: the one the profile has)."""
     from simgpu.calibrate.build import set_device_law, stage_uses
 
     cal = doc["calibration"]
@@ -73,11 +74,12 @@ def refit_uses(doc: dict[str, Any], gil: bool = False) -> None:
     c = contention_of(doc)
     if gil and not c.gil:
         raise UserError("the profile has no gil runs: it was calibrated before measure_gil")
-    uses = stage_uses(c, h2d, cal["b_g2_on"], int(cal["b_g2_threads"]), gil=gil)
+    law = device_law or doc.get("contention", {}).get("gpu", {}).get("law", "proportional")
+    uses = stage_uses(c, h2d, cal["b_g2_on"], int(cal["b_g2_threads"]), gil=gil, device_law=law)
     for stage, u in uses.items():
         if stage in doc["stages"]:
             doc["stages"][stage]["uses"] = {r: dict(v) for r, v in u.items()}
-    set_device_law(doc, c)  # the law the uses were fitted for goes with them
+    set_device_law(doc, c, law)  # the law the uses were fitted for goes with them
 
 
 def result_channel_use(doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -163,13 +165,15 @@ def refit_profile(
     contention: dict[str, Any] | None = None,
     gil: bool = False,
     staged: bool = False,
+    device_law: str | None = None,
 ) -> dict[str, float]:
     """Refit the stage times of the calibrated profile `src` from its stored
     measurements (sizes <= max_size if given), and with `uses` the stages' uses of the
     shared resources (refit_uses), and write it to `out`.  `contention`: the
     [calibration.contention] record for a profile written before calibrate kept it
     (read from the same lease's calibrate log).  `staged`: the MSM phases' footprints
-    split into staging and temporaries (restage_footprints)."""
+    split into staging and temporaries (restage_footprints).  `device_law`: with `uses`,
+    the law to fit the device for (None: the profile's)."""
     import tomllib
 
     try:
@@ -183,7 +187,7 @@ def refit_profile(
         doc["calibration"]["contention"] = contention
     errors = refit_times(doc, max_size)
     if uses:
-        refit_uses(doc, gil=gil)
+        refit_uses(doc, gil=gil, device_law=device_law)
         rx = result_channel_use(doc)
         for ph in doc["stages"].get("synthesis", {}).get("phases", []):
             if rx is not None and ph.get("name") == "transfer":
