@@ -28,6 +28,7 @@ PROFILE=out/h200-cupy.toml
 source "$(dirname "$0")/lease_lib.sh"
 if [ "$1" = 1 ]; then
   lease_machine
+  python3 -c "import numpy, numba, cupy; print('numpy', numpy.__version__, 'numba', numba.__version__, 'cupy', cupy.__version__)"
   timeout 300 python3 -m pytest -q -m gpu tests > "$LOGS/pytest-gpu.log" 2>&1
   echo "pytest -m gpu rc=$? at $SECONDS s"; tail -3 "$LOGS/pytest-gpu.log"
   for mode in staged pageable; do
