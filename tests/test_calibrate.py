@@ -139,10 +139,15 @@ def test_calibrate_the_cpu_backend(tmp_path):
             "1",
             "--keys-dir",
             str(tmp_path / "keys"),
+            "--device-law",
+            "in-order",
         ],
     )
     assert r.exit_code == 0, r.output
     doc = tomllib.loads(out.read_text())
+    # b_g2_msm on the CPU gives no in-order pairings: the law asked for is refused aloud
+    assert "fitted proportionally" in " ".join(r.output.split())
+    assert "gpu" not in doc.get("contention", {})
     assert doc["calibration"]["sizes"] == [64, 256]
     assert set(doc["calibration"]["measurements"]) == {"n64", "n256"}
     # milliseconds-long, noisy: the epilogue is sampled several times per repeat

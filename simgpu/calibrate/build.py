@@ -448,6 +448,11 @@ def calibrate(
     doc, errors = build_profile(
         name or out.stem, runs, contention, settings, h2d, partitions, missing, device_law=device_law
     )
+    if device_law != device_law_of(contention, device_law):
+        log(
+            f"warning: --device-law {device_law} needs b_g2_msm timed on the GPU beside its own loop "
+            "and beside another GPU worker; without them the device is fitted proportionally"
+        )
     drift, refs = host_drift(runs)
     if drift > HOST_DRIFT_WARN:
         log(
