@@ -16,6 +16,7 @@ import re
 import tomllib
 from pathlib import Path
 
+from simgpu.calibrate.fit import DEVICE_LAWS
 from simgpu.calibrate.refit import refit_profile
 
 
@@ -42,7 +43,7 @@ def main() -> None:
     ap.add_argument("--gil", action="store_true", help="fit the interpreter lock's uses too")
     ap.add_argument(
         "--device-law",
-        choices=("proportional", "in-order"),
+        choices=DEVICE_LAWS,
         help="the law to fit the device for (default: the profile's)",
     )
     args = ap.parse_args()
