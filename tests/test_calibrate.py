@@ -12,8 +12,10 @@ from typer.testing import CliRunner
 
 from simgpu.calibrate.build import HOST_DRIFT_WARN, trips_share
 from simgpu.calibrate.fit import (
+    EXACT_BYTES,
     IN_ORDER_PAIRS,
     TIME_LAWS,
+    buffer_law,
     device_law,
     fit_device_queue,
     fit_pressure,
@@ -47,6 +49,24 @@ def test_time_law_keeps_the_points_where_no_law_fits():
     assert [p(n) for n in ns] == ys
     # beyond the ladder, the best law over all of it rather than the last segment
     assert p(1 << 20) == pytest.approx(fit_law(ns, ys, TIME_LAWS)(1 << 20))
+
+
+def test_a_buffer_law_is_kept_only_where_it_gives_every_size_to_the_byte():
+    """The H query's bases batch is (N - 1) rows of 96 B: the best law with coefficients
+    >= 0, 96 N less a little, is within 2e-7 of every size, yet a few hundred bytes short
+    at 2^22, and a pool block of 96 (N - 1) B would then not take the next 96 N B batch.
+    So the measured points are written, with the law beyond them; an exact 96 N stays a
+    law."""
+    ns = [1 << 18, 1 << 20, 1 << 22]
+    law, err = buffer_law(ns, [96.0 * (n - 1) for n in ns])
+    assert "points" in law and err == 0.0
+    p = Law.parse(dict(law), "b")
+    assert [p(n) for n in ns] == [96 * (n - 1) for n in ns]
+    assert p(1 << 24) == pytest.approx(96 * (1 << 24), rel=1e-5)  # the law, beyond
+    exact, _ = buffer_law(ns, [96.0 * n for n in ns])
+    assert exact["law"] == "a + b*N"
+    q = Law.parse(dict(exact), "b")
+    assert all(abs(q(n) - 96 * n) <= EXACT_BYTES for n in ns)
 
 
 def test_a_slow_host_moment_is_taken_out_of_driver_stages():

@@ -7,7 +7,7 @@ import json
 
 from conftest import ROOT, tiny_profile
 
-from simgpu.calibrate.arrays import arrays_table, buffer_arrays, phase_arrays
+from simgpu.calibrate.arrays import FRACTION_DIGITS, arrays_table, buffer_arrays, phase_arrays
 from simgpu.profile import load_profile
 from simgpu.profile.schema import phase_key
 
@@ -64,11 +64,38 @@ def test_a_phase_arrays_split_into_its_staging_and_its_temporaries():
     bases and the tails for b_g2), the rest the temporaries; one array needs no table."""
     sizes = {"h_msm_staging": 384 * MiB, "b_g2_msm_staging": 289 * MiB}
     got = buffer_arrays(STAGES, sizes, phase_arrays(TRACE))
+    d = FRACTION_DIGITS
     assert got == {
-        "h_msm": [round(256 / 448, 6), round(192 / 448, 6)],
-        "b_g2_msm_staging": [round(192 / 289, 6), round(97 / 289, 6)],
-        "b_g2_msm": [round(300 / 308, 6), round(8 / 308, 6)],
+        "h_msm": [round(256 / 448, d), round(192 / 448, d)],
+        "b_g2_msm_staging": [round(192 / 289, d), round(97 / 289, d)],
+        "b_g2_msm": [round(300 / 308, d), round(8 / 308, d)],
     }
+
+
+def test_a_staging_larger_than_its_batch_keeps_the_batch_exact():
+    """The L query's staging in the plan is the bases batch (384 MiB) and its gathered
+    tails (5.7 MiB), which the prover allocates later as arrays of their own: the trace
+    shows the batch alone at the staging's place.  The staging is then the batch and one
+    array for the rest, and cut from the plan's bytes the batch comes back to the byte,
+    so that the block the H query's batch left (384 MiB) takes it, as on the card."""
+    from simgpu.devicepool import CachingPool, cut
+
+    phase = {"name": "l_msm", "transient": ["l_msm"], "staging": ["l_msm_staging"]}
+    stages = {"kernels": {"phases": [phase]}}
+    staging = 384 * MiB + 5_976_883  # not a multiple of anything
+    trace = [
+        _row("kernels.l_msm", "malloc", 384, 0xA),
+        _row("kernels.l_msm", "malloc", 30, 0xB),
+        _row("kernels.l_msm", "malloc", 12, 0xC),
+    ]
+    got = buffer_arrays(stages, {"l_msm_staging": staging}, phase_arrays(trace))
+    assert len(got["l_msm_staging"]) == 2
+    batch, rest = cut(staging, tuple(got["l_msm_staging"]))
+    assert (batch, rest) == (384 * MiB, 5_976_883)
+    pool = CachingPool(1 << 40)
+    pool.free(pool.malloc(384 * MiB))  # the H query's batch, given back
+    pool.malloc(batch)
+    assert pool.reserved == 384 * MiB  # reused, not a second block
 
 
 def test_calibrate_writes_the_arrays_of_every_traced_size_as_points():

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from simgpu.devicepool import UNIT
 from simgpu.profile.schema import phase_key
 
 #: Where the arrays at a phase's peak are split between its staging and its temporaries:
@@ -22,6 +23,10 @@ from simgpu.profile.schema import phase_key
 #: less this share (the plan's staging and the arrays differ by rounding, and a few
 #: index arrays).
 STAGING_SLACK = 0.02
+#: Digits of each array's fraction: enough that the arrays cut from a buffer of a few
+#: hundred MiB come back to the byte (six digits left a 384 MiB batch ~200 B off, on
+#: either side of the block it must fit).
+FRACTION_DIGITS = 12
 
 
 def phase_arrays(rows: Sequence[Sequence[Any]]) -> dict[str, list[int]]:
@@ -68,10 +73,20 @@ def buffer_arrays(
                 while cut < len(got) and total < want:
                     total += got[cut]
                     cut += 1
-            for buf, part in ((staging[:1], got[:cut]), (transient[:1], got[cut:])):
+            staged = list(got[:cut])
+            if staging:
+                # The plan's staging also holds the gathered tails and their scalars,
+                # which the prover allocates as arrays of their own beside the bases
+                # batch: what the staging holds beyond the arrays counted here is one
+                # array more, so that the batch itself keeps its exact size (a pool
+                # block that held one batch takes the next only if it is no smaller).
+                rest = sizes.get(staging[0], 0) - sum(staged)
+                if staged and rest > UNIT:
+                    staged.append(rest)
+            for buf, part in ((staging[:1], staged), (transient[:1], got[cut:])):
                 if buf and len(part) > 1:
                     whole = float(sum(part))
-                    out[buf[0]] = [round(x / whole, 6) for x in part]
+                    out[buf[0]] = [round(x / whole, FRACTION_DIGITS) for x in part]
     return out
 
 

@@ -21,8 +21,8 @@ import numpy as np
 
 from simgpu.calibrate.arrays import arrays_table
 from simgpu.calibrate.fit import (
-    EXACT,
     SIZE_LAWS,
+    buffer_law,
     device_law,
     fit_device_queue,
     fit_gil,
@@ -114,14 +114,7 @@ def build_profile(
         if max(ys) == 0:
             buffers[buf] = 0
             continue
-        f = fit_law(ns, ys, SIZE_LAWS)
-        if f.max_rel_error > EXACT:
-            # a footprint that steps with the MSM window: keep the measured points
-            buffers[buf] = Inline(points=[[n, int(y)] for n, y in zip(ns, ys, strict=True)])
-            errors[f"buffer {buf}"] = 0.0
-        else:
-            errors[f"buffer {buf}"] = f.max_rel_error
-            buffers[buf] = f.law_table()
+        buffers[buf], errors[f"buffer {buf}"] = buffer_law(ns, ys)
     resident = fit_law(ns, [float(max(1, r.buffers["_baseline_vram"])) for r in runs], SIZE_LAWS)
     errors["vram_resident"] = resident.max_rel_error
     hw = _hardware_facts(runs, contention.membw_gbps if contention else None, h2d)

@@ -41,6 +41,12 @@ HOST_SPEED_ADJUSTED = ("epilogue",)
 SIZE_LAWS = ("a + b*N", "a + b*n", "a + b*n + c*N")
 #: A buffer law that misses a measured size by more than this is replaced by the points.
 EXACT = 0.002
+#: ... and so is one that misses a measured size by more bytes than this, even within
+#: EXACT: a caching pool reuses a cached block only for a request no larger than it, so a
+#: law a few hundred bytes short of the bases batch (the H query has N - 1 rows, the
+#: law a + b*N gives 96 * N less 672 B) leaves a block the next 96 * N batch cannot
+#: take, and the model grows one the card does not (simgpu.devicepool.UNIT: CuPy's grain).
+EXACT_BYTES = 512
 #: A time law that misses a measured size by more than this is replaced by the measured
 #: means (linear between sizes, the nearest segment's slope beyond): the model then
 #: reproduces every calibrated size, and the fit error is still reported.  Means, not
@@ -83,6 +89,21 @@ def time_law(ns: list[int], ys: list[float], candidates: tuple[str, ...] = TIME_
     if f.max_rel_error > TIME_EXACT:
         pts = [[n, round(y, 7)] for n, y in zip(ns, ys, strict=True)]
         return Inline(points=pts, beyond=f.law_table()), f.max_rel_error
+    return f.law_table(), f.max_rel_error
+
+
+def buffer_law(ns: list[int], ys: list[float]) -> tuple[Inline, float]:
+    """A buffer's bytes over the ladder as a size law, where one gives every measured size
+    to within EXACT and EXACT_BYTES; the measured points otherwise: alone where no law
+    comes within EXACT (a footprint that steps with the MSM window), with the law for the
+    sizes beyond them where one comes close but not to the byte.  Returns (TOML law,
+    worst relative error of what is written: 0 at the points)."""
+    f = fit_law(ns, ys, SIZE_LAWS)
+    points = [[n, int(y)] for n, y in zip(ns, ys, strict=True)]
+    if f.max_rel_error > EXACT:
+        return Inline(points=points), 0.0
+    if max(abs(f(n) - y) for n, y in zip(ns, ys, strict=True)) > EXACT_BYTES:
+        return Inline(points=points, beyond=f.law_table()), 0.0
     return f.law_table(), f.max_rel_error
 
 
