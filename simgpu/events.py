@@ -6,6 +6,8 @@ started), event name, proof, partition, device, worker, and free-form fields.
 
 Events (fields):
     proof_submitted (partitions) / proof_completed (latency) / proof_failed (reason)
+    partition_admitted: the admitter gave the partition its budget share and a synthesis
+        slot (in the daemon's order: proofs as they arrived, each one's partitions by index)
     partition_queued / partition_completed / partition_failed (reason) / partition_retry
     partition_placed (device, placement, need, available): the dispatcher chose a device
         (simgpu.sched.placement; not recorded under the shared queue, where workers take
@@ -50,6 +52,7 @@ class Record:
 #: The events whose per-partition order is fixed by the design (not by timing); the
 #: sim-vs-real comparison looks at these.
 PARTITION_EVENTS = (
+    "partition_admitted",
     "stage_start",
     "stage_end",
     "lock_acquired",

@@ -116,6 +116,10 @@ def test_ledgers_return_to_resident_and_every_proof_is_accounted(raw, cfg, named
     assert all(f["reason"] for f in s.failures)
     if s.oom_events:
         assert all(o["requested_bytes"] > o["free_bytes"] for o in s.oom_events)
+    # partitions are admitted (budget share, synthesis slot) proof by proof, as submitted
+    submitted = [r.proof for r in result.records if r.event == "proof_submitted"]
+    admitted = [(r.proof, r.partition) for r in result.records if r.event == "partition_admitted"]
+    assert admitted == sorted(admitted, key=lambda k: (submitted.index(k[0]), k[1]))
 
 
 def _document(raw, cfg, named, seed) -> str | None:

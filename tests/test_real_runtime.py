@@ -184,3 +184,33 @@ def test_ctrl_c_stops_cleanly_and_reports_what_finished():
     assert result.interrupted == "interrupted by Ctrl-C"
     assert 0 < s.completed < 30  # some finished before the stop, the rest did not start
     assert all(not t.thread.is_alive() for t in rt.tasks)
+
+
+def admission_order(result) -> tuple[list, list]:
+    """The (proof, partition) order the partitions were admitted in (given a synthesis
+    slot), and the order the daemon's rule gives: proofs as they were submitted, each
+    one's partitions by index."""
+    submitted = [r.proof for r in result.records if r.event == "proof_submitted"]
+    admitted = [(r.proof, r.partition) for r in result.records if r.event == "partition_admitted"]
+    rule = sorted(admitted, key=lambda k: (submitted.index(k[0]), k[1]))
+    return admitted, rule
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_concurrent_proofs_take_synthesis_slots_proof_by_proof_on_threads(repeat):
+    # Three clients submit at once; their twelve partitions' threads would reach the pool
+    # in whatever order the OS runs them.  The admitter gives the slots in the daemon's
+    # order instead, as the simulation does, so a proof's partitions are synthesised
+    # together and it ends (and its client's next proof starts) as early as it can.
+    cfg = PipelineConfig(proofs=6, concurrency=3, partition_workers=2, gpu_workers_per_device=2)
+    rt = RealRuntime(NullExecutor(0.002), cfg, Workload("w", 4, 16))
+    result = rt.run(resolve_design("single-lock").fn)
+    assert summarize(result).completed == 6
+    admitted, rule = admission_order(result)
+    assert len(admitted) == 24
+    assert admitted == rule
+    # and no synthesis starts before its partition was admitted
+    t_admitted = {(r.proof, r.partition): r.t for r in result.records if r.event == "partition_admitted"}
+    for r in result.records:
+        if r.event == "stage_start" and r.fields["stage"] == "synthesis":
+            assert r.t >= t_admitted[(r.proof, r.partition)]

@@ -2,15 +2,24 @@
 
 Proof requests arrive (closed loop: `concurrency` clients each submitting and waiting,
 like cuzk-bench's -j; or open loop at a Poisson `arrival_rate`).  Each proof splits into
-partitions; each partition takes its share of the host-memory budget, waits for a slot
-of the synthesis pool (`partition_workers`), is synthesised and prepped on the CPU and
-put on the GPU queue (bounded by `max_gpu_queue_depth`: a full queue holds the
-synthesis slot, which is the backpressure).  `gpu_workers_per_device` workers per device
-take partitions off the queue and run the design on each; which device a partition goes
-to is the placement policy's (simgpu.sched.placement: one shared queue, or a dispatcher
-handing each partition to a worker of the device the policy chose).  A partition ends completed
-or failed with a reason; a proof fails if any of its partitions does, and its partitions
+partitions.  The admitter takes, one partition at a time in the order the proofs arrived
+(a proof's partitions together, by index), each one's share of the host-memory budget
+and a slot of the synthesis pool (`partition_workers`).  The partition is then
+synthesised and prepped on the CPU and put on the GPU queue (bounded by
+`max_gpu_queue_depth`: a full queue holds the synthesis slot, which is the
+backpressure).  `gpu_workers_per_device` workers per device take partitions off the
+queue and run the design on each; which device a partition goes to is the placement
+policy's (simgpu.sched.placement: one shared queue, or a dispatcher handing each
+partition to a worker of the device the policy chose).  A partition ends completed or
+failed with a reason; a proof fails if any of its partitions does, and its partitions
 still queued are then abandoned rather than proved for nothing.
+
+Admission is one process, like a maître d' seating parties in the order they came.
+Were each partition to ask for its slot itself, concurrent proofs' partitions would take
+the slots in whatever order their threads reached the pool (the real runtime's threads
+race there; SimPy's processes never do).  The proofs would then interleave on the GPU,
+all j of them would end together, and the GPU would idle while the next j were
+synthesised from cold.  The order is the daemon's rule, the same in both runtimes.
 
 The host budget is kept as cuzk keeps it: the daemon's budget (RAM less a safety
 margin, less what is resident) gates synthesis; a partition reserves its estimate before
@@ -56,6 +65,8 @@ class Daemon:
         self.budget: Semaphore = self.rt.semaphore("host_budget", self.rt.host_budget())
         self.reserved: dict[Partition, int] = {}  # what each live partition holds of the budget
         self.placement: Placement = make_placement(cfg.placement)
+        self.admissions: Queue = self.rt.queue("admissions")
+        admitter = self.rt.spawn(self.admitter(), "admitter")
         workers = [
             Worker(device, i) for device in range(cfg.devices) for i in range(cfg.gpu_workers_per_device)
         ]
@@ -80,6 +91,8 @@ class Daemon:
             ]
         for task in arrivals:
             yield task
+        yield self.admissions.put(None)
+        yield admitter
         if dispatcher is not None:
             yield self.queue.put(None)  # the dispatcher hands each worker its stop sign
             yield dispatcher
@@ -114,11 +127,10 @@ class Daemon:
         proof.started = True
         self.rt.record("proof_submitted", proof=proof.id, partitions=proof.partitions)
         parts = [Partition(proof, i, proof.constraints, self.rt.event()) for i in range(proof.partitions)]
-        tasks = [
-            self.rt.spawn(self.partition(p), f"p{proof.id}.{p.index}", proof=proof.id, partition=p.index)
-            for p in parts
-        ]
+        admitted = self.rt.event()  # succeeds with the partitions' tasks, all admitted
         try:
+            yield self.admissions.put((parts, admitted))
+            tasks = yield admitted
             for task in tasks:
                 yield task
         except RunStopped as e:
@@ -148,15 +160,54 @@ class Daemon:
             if proof.started:
                 self.finish(proof, reason)
 
-    def partition(self, part: Partition) -> Proc:
-        """One partition's life on the host: its share of the memory budget, then it is
-        made ready for the GPU, then it waits for its end and gives its memory back."""
+    def admitter(self) -> Proc:
+        """Admit the proofs' partitions in turn: for each, its share of the budget, then a
+        synthesis slot, then its task.  Both waits are strictly FIFO, so admitting one at
+        a time gives the order they would have if every partition had asked at once, in
+        arrival order, and each partition's wait is recorded from its proof's arrival."""
+        while True:
+            item = yield self.admissions.get()
+            if item is None:
+                return
+            parts, admitted = item
+            tasks = []
+            try:
+                for part in parts:
+                    tasks.append((yield from self.admit(part)))
+            except RunStopped as e:
+                admitted.fail(e)
+                raise
+            admitted.succeed(tasks)
+
+    def admit(self, part: Partition) -> Proc:
+        """One partition's budget share and synthesis slot, then its task (which holds
+        both from here on).  A partition of a proof that already failed takes neither.
+        Its waits are recorded from its turn: the time it stood in line before that is
+        covered by the waits of the partitions ahead of it."""
         rt = self.rt
+        name, where = f"p{part.proof.id}.{part.index}", {"proof": part.proof.id, "partition": part.index}
+        if part.proof.failed:
+            return rt.spawn(self.partition(part, admitted=False), name, **where)
         estimate = rt.partition_estimate(part)
         yield from self.waiting(self.budget.acquire(estimate), "host_budget", part)
         self.reserved[part] = estimate
         try:
-            yield from self.make_ready(part)
+            yield from self.waiting(self.pool.acquire(), "synthesis_slot", part)
+        except BaseException:
+            self.budget.release(self.reserved.pop(part))
+            raise
+        rt.record("partition_admitted", **where)
+        return rt.spawn(self.partition(part, admitted=True), name, **where)
+
+    def partition(self, part: Partition, admitted: bool) -> Proc:
+        """One partition's life on the host once admitted (its budget share and a
+        synthesis slot held): it is made ready for the GPU, then it waits for its end and
+        gives its memory back.  Not admitted, it is abandoned at once."""
+        rt = self.rt
+        try:
+            if not admitted:
+                raise PartitionAbandoned(f"{part.proof.label} already failed")
+            yield from self.synthesize(part)
             yield part.done
             rt.record("partition_completed", proof=part.proof.id, partition=part.index)
         except DesignError:
@@ -172,7 +223,9 @@ class Daemon:
         finally:
             rt.free(part.host)
             part.host = None
-            self.budget.release(self.reserved.pop(part))
+            held = self.reserved.pop(part, None)
+            if held is not None:
+                self.budget.release(held)
 
     def _early_release(self, part: Partition) -> int:
         """What a partition gives back of its reservation when its GPU work starts."""
@@ -189,10 +242,15 @@ class Daemon:
             self.budget.release(share)
 
     def make_ready(self, part: Partition) -> Proc:
-        """A synthesis slot, synthesis and prep on the CPU, then onto the GPU queue (a full
-        queue keeps the slot: that is the backpressure on synthesis)."""
-        rt = self.rt
+        """A synthesis slot, then `synthesize` (a retry's way back to the GPU queue)."""
         yield from self.waiting(self.pool.acquire(), "synthesis_slot", part)
+        yield from self.synthesize(part)
+
+    def synthesize(self, part: Partition) -> Proc:
+        """Holding a synthesis slot: synthesis and prep on the CPU, then onto the GPU
+        queue (a full queue keeps the slot: that is the backpressure on synthesis); the
+        slot is given back however it ends."""
+        rt = self.rt
         try:
             if part.proof.failed:
                 raise PartitionAbandoned(f"{part.proof.label} already failed")
