@@ -164,7 +164,7 @@ class Daemon:
         """Admit the proofs' partitions in turn: for each, its share of the budget, then a
         synthesis slot, then its task.  Both waits are strictly FIFO, so admitting one at
         a time gives the order they would have if every partition had asked at once, in
-        arrival order, and each partition's wait is recorded from its proof's arrival."""
+        arrival order.  If admission cannot go on, the proof waiting for it hears why."""
         while True:
             item = yield self.admissions.get()
             if item is None:
@@ -174,7 +174,7 @@ class Daemon:
             try:
                 for part in parts:
                     tasks.append((yield from self.admit(part)))
-            except RunStopped as e:
+            except SimgpuError as e:
                 admitted.fail(e)
                 raise
             admitted.succeed(tasks)
