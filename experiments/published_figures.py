@@ -94,6 +94,22 @@ def stage_mean(*stages: str) -> Callable[[list[RunSummary]], float]:
     return measure
 
 
+#: cuzk's Phase 10 run lost one of its three proofs.
+PHASE10_LOST = 1
+
+
+def throughput_losing(lost: int) -> Callable[[list[RunSummary]], float]:
+    """Throughput of the runs that lost exactly `lost` proofs.  The published Phase 10
+    figure is one run's, a run that lost one proof, so it is read off the runs like it:
+    the mean over every run would mix in the runs that lost none, which end sooner, and
+    match the figure on average while the runs that look like cuzk's miss it."""
+
+    def measure(runs: list[RunSummary]) -> float:
+        return throughput([r for r in runs if r.failed == lost])
+
+    return measure
+
+
 def failed_share(runs: list[RunSummary]) -> float:
     return sum(r.failed for r in runs) / sum(r.submitted for r in runs)
 
@@ -142,7 +158,7 @@ FIGURES: list[Figure] = [
         PHASE10,
         77.2,
         "s/proof",
-        throughput,
+        throughput_losing(PHASE10_LOST),
         0.15,
         runs=PHASE10_RUNS,
         kind="Phase 10",
@@ -295,6 +311,17 @@ def markdown(rows: list[Row]) -> str:
             notes.append(
                 f"- Phase 10, runs that lose at least one proof: {p:.2f} [{lo:.2f}, {hi:.2f}] "
                 f"of {len(r.runs)} runs (the seed's one run lost one)"
+            )
+            by_lost = {k: [x for x in r.runs if x.failed == k] for k in sorted({x.failed for x in r.runs})}
+            notes.append(
+                "- Phase 10, completed throughput by proofs lost (the figure is read on the runs "
+                "that lost one, as cuzk's did): "
+                + "; ".join(
+                    f"{k} lost: {len(v)} runs"
+                    + (f", {throughput(v):.1f} s/proof" if any(x.throughput for x in v) else "")
+                    for k, v in by_lost.items()
+                )
+                + f"; every run together {throughput(r.runs):.1f} s/proof"
             )
     summary = (
         f"\n{len(kept) - len(missed)} of {len(kept)} kept figures meet their targets"
