@@ -153,6 +153,7 @@ def measure(args: argparse.Namespace) -> None:
             partition_workers=args.partition_workers,
             b_g2_threads=prof.calibrated_b_g2_threads or B_G2_THREADS,
             b_g2_on=prof.calibrated_b_g2_on or "cpu",
+            msm_capacity=prof.calibrated_msm_capacity or "witness",
             circuit=prof.calibrated_circuit or "generic",
             keys_dir=Path(args.keys_dir),
         )

@@ -133,6 +133,14 @@ KeysOpt = Annotated[Path, typer.Option(help="where trusted-setup keys are cached
 B2gOnOpt = Annotated[
     str, typer.Option("--b-g2-on", help="where b_g2_msm runs: cpu (the G2 pool) or gpu (the worker's device)")
 ]
+MsmCapacityOpt = Annotated[
+    str,
+    typer.Option(
+        "--msm-capacity",
+        help="how b_g2_msm's G2 MSM on a device sizes its arrays: witness (each partition's "
+        "count) or key (one count for every partition, the circuit's)",
+    ),
+]
 BG2Opt = Annotated[
     int | None, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
 ]
@@ -660,6 +668,7 @@ def run(
     placement: PlacementOpt = None,
     b_g2_threads: BG2Opt = None,
     b_g2_on: B2gOnOpt = "cpu",
+    msm_capacity: MsmCapacityOpt = "witness",
     resident_bases: Annotated[bool, typer.Option(help="keep the key's bases in VRAM")] = False,
     retries: RetriesOpt = None,
     max_gpu_queue_depth: QueueDepthOpt = None,
@@ -714,6 +723,7 @@ def run(
         resident_bases=resident_bases,
         keys_dir=keys_dir,
         b_g2_on=b_g2_on,
+        msm_capacity=msm_capacity,
         circuit=_circuit(circuit),
     ).check(n)
     console = Console(stderr=json_out)
@@ -766,6 +776,14 @@ def validate(
         str | None,
         typer.Option(
             "--b-g2-on", help="where b_g2_msm runs: cpu or gpu (default: as the profile was calibrated)"
+        ),
+    ] = None,
+    msm_capacity: Annotated[
+        str | None,
+        typer.Option(
+            "--msm-capacity",
+            help="how the device's G2 MSM sizes its arrays: witness or key (default: as the "
+            "profile was calibrated)",
         ),
     ] = None,
     runs: Annotated[int, typer.Option(help="Monte Carlo runs of the prediction")] = 5,
@@ -825,12 +843,14 @@ def validate(
     b_g2_threads = as_calibrated(b_g2_threads, prof.calibrated_b_g2_threads, B_G2_THREADS, "--b-g2-threads")
     b_g2_on = as_calibrated(b_g2_on, prof.calibrated_b_g2_on, "cpu", "--b-g2-on")
     circuit = as_calibrated(circuit, prof.calibrated_circuit, "generic", "--circuit")
+    msm_capacity = as_calibrated(msm_capacity, prof.calibrated_msm_capacity, "witness", "--msm-capacity")
     settings = ProverSettings.from_config(
         cfg,
         backend=backend,
         b_g2_threads=b_g2_threads,
         keys_dir=keys_dir,
         b_g2_on=b_g2_on,
+        msm_capacity=msm_capacity,
         circuit=_circuit(circuit),
     ).check(wl.constraints)
     prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
@@ -889,6 +909,7 @@ def calibrate(
     ] = None,
     b_g2_threads: BG2Opt = None,
     b_g2_on: B2gOnOpt = "cpu",
+    msm_capacity: MsmCapacityOpt = "witness",
     vram: VramOpt = None,
     keys_dir: KeysOpt = Path("out/keys"),
     circuit: CircuitOpt = "generic",
@@ -947,6 +968,7 @@ def calibrate(
         partition_workers=4,
         b_g2_threads=B_G2_THREADS if b_g2_threads is None else b_g2_threads,
         b_g2_on=b_g2_on,
+        msm_capacity=msm_capacity,
         keys_dir=keys_dir,
         circuit=_circuit(circuit),
     ).check(max(ladder))

@@ -187,6 +187,7 @@ def test_calibrate_the_cpu_backend(tmp_path):
     prof = load_profile(out)
     assert prof.hardware.cpu_cores >= 1 and "synthesis" in prof.stages
     assert prof.calibrated_b_g2_threads == 4  # what its b_g2_msm times hold for
+    assert doc["calibration"]["msm_capacity"] == prof.calibrated_msm_capacity == "witness"
     # synthesis: computed in a worker, then carried back through the driver's one result
     # thread, which every partition's result shares
     compute, transfer = prof.resolve(256).stages["synthesis"].phases

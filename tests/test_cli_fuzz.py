@@ -76,6 +76,7 @@ NAME_OPTIONS = {
     "circuit",
     "placement",
     "device_law",
+    "msm_capacity",
 }
 OUTPUT_PATHS = {"trace", "plot", "out", "timeline", "records"}
 #: A directory the command creates if it must: malformed when it cannot be one.

@@ -253,6 +253,33 @@ def test_a_cap_counts_the_free_part_of_a_split_block() -> None:
         backend.flush()
 
 
+def test_b_g2_msm_sized_by_the_key_takes_the_same_pool_bytes_for_every_witness(key_dir: Path) -> None:
+    """With msm_capacity "key" the G2 MSM's arrays are the circuit's: the pool's peak
+    is the same for every witness and within 5% of the plan, and the sum is the CPU
+    stage's (by the witness, the peaks differ, as the capped H200 runs' race showed)."""
+    from simgpu.prover.groth16 import b_g2_msm
+
+    pk, _ = keys_for(16, key_dir)
+    peaks: dict[str, set[int]] = {"witness": set(), "key": set()}
+    for capacity in peaks:
+        backend = cupy_backend(stream_batch=1 << 22, msm_capacity=capacity)
+        for seed in (5, 6, 7):
+            prepared = prep(synthesize(pk.spec, seed), pk)
+            b_g2_msm(prepared, pk, backend=backend)  # warm-up
+            base = _settle(backend)
+            with backend.peak_scope() as meter:
+                got = b_g2_msm(prepared, pk, backend=backend)
+            assert _settle(backend) == base
+            assert got == b_g2_msm(prepared, pk, THREADS)
+            peaks[capacity].add(meter.peak - base)
+            if capacity == "key":
+                plan = plan_for_backend(ProverShape.from_prepared(prepared), backend, b_g2_on="gpu")
+                resident = sum(plan["buffers"][b] for b in plan["resident"]["vram"])
+                planned = stage_peak(plan, "b_g2_msm") - resident
+                assert abs((meter.peak - base) - planned) <= 0.05 * planned, (meter.peak - base, planned)
+    assert len(peaks["key"]) == 1 and len(peaks["witness"]) > 1, peaks
+
+
 def test_setup_on_gpu_matches_setup_on_cpu() -> None:
     spec = CircuitSpec(log_constraints=8, public_inputs=2, seed=5)
     gpu_pk, gpu_vk = setup(spec, seed=3, backend=cupy_backend())

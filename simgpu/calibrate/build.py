@@ -106,6 +106,7 @@ def build_profile(
         stream_batch=settings.stream_batch or (1 << 22),
         resident_bases=settings.resident_bases,
         b_g2_on=settings.b_g2_on,
+        msm_capacity=settings.msm_capacity,
     )
     _, stages_fp, _, _ = footprint_tables(plan)
     buffers: dict[str, Any] = {}
@@ -188,6 +189,7 @@ def build_profile(
             "circuit": settings.circuit,
             "b_g2_threads": settings.b_g2_threads,
             "b_g2_on": settings.b_g2_on,
+            "msm_capacity": settings.msm_capacity,
             "sizes": ns,
             "repeats": len(top.seconds["kernels"]),
             "host_drift": round(host_drift(runs)[0], 3),

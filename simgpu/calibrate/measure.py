@@ -124,6 +124,7 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
                 stream_batch=device.stream_batch,
                 resident_bases=device.resident_bases,
                 b_g2_on=settings.b_g2_on,
+                msm_capacity=settings.msm_capacity,
             )
             buffers, dt = timed("prestage", part, 0)
             run.add("prestage", dt)

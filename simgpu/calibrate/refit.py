@@ -133,7 +133,12 @@ def restage_footprints(doc: dict[str, Any], stream_batch: int = 1 << 22) -> list
             staged, temporaries = [], []
             for n, peak in points:
                 shape = ProverShape.estimate(circuit_spec(cal["circuit"], int(n)))
-                plan = prover_plan(shape, stream_batch=stream_batch, b_g2_on=cal.get("b_g2_on", "cpu"))
+                plan = prover_plan(
+                    shape,
+                    stream_batch=stream_batch,
+                    b_g2_on=cal.get("b_g2_on", "cpu"),
+                    msm_capacity=cal.get("msm_capacity", "witness"),
+                )
                 part = int(plan["buffers"].get(f"{name}_staging", 0))
                 staged.append([n, part])
                 temporaries.append([n, int(peak) - part])

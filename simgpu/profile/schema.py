@@ -177,6 +177,8 @@ class Profile:
     #: ... where its b_g2_msm ran ("cpu" or "gpu") and which circuit family it proved.
     calibrated_b_g2_on: str | None = None
     calibrated_circuit: str | None = None
+    #: ... and how its G2 MSM on a device sized its arrays (by the "witness" or the "key").
+    calibrated_msm_capacity: str | None = None
     #: [buffer_arrays]: device buffer -> (size, the fractions of its bytes the prover
     #: allocates as separate arrays, in order) per measured size (size 0: every size); a
     #: caching pool's grain (see simgpu.devicepool).
@@ -603,6 +605,7 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
         calibrated_b_g2_threads=_calibrated_b_g2_threads(data.get("calibration"), where),
         calibrated_b_g2_on=_calibrated_name(data.get("calibration"), "b_g2_on", where),
         calibrated_circuit=_calibrated_name(data.get("calibration"), "circuit", where),
+        calibrated_msm_capacity=_calibrated_name(data.get("calibration"), "msm_capacity", where),
         buffer_arrays=_buffer_arrays(data.get("buffer_arrays"), buffers, where),
     )
     # Evaluate every law once at the default size so a broken law fails at load time.

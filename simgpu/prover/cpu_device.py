@@ -43,7 +43,7 @@ from simgpu.gpu.encoding import (
     scalars_of_limbs,
 )
 from simgpu.ledger import Allocation, Ledger, vram_ledger
-from simgpu.prover.device import DeviceBuffer, PeakMeter
+from simgpu.prover.device import DeviceBuffer, PeakMeter, checked_capacity
 from simgpu.workers import pool_of
 
 if TYPE_CHECKING:
@@ -122,7 +122,8 @@ class CpuDevice:
     """The CPU stand-in for a GPU: ledger-booked numpy buffers, reference arithmetic.
 
     vram_limit: the emulated card's memory (None: unbounded).  resident_bases /
-    stream_batch: as on CupyDevice (the same stage code streams the key in batches).
+    stream_batch / msm_capacity: as on CupyDevice (the same stage code streams the key in
+    batches and sizes the G2 MSM the same way).
     """
 
     name = "cpu"
@@ -135,10 +136,12 @@ class CpuDevice:
         stream_batch: int = DEFAULT_CPU_STREAM_BATCH,
         device: int = 0,
         setup_workers: int | None = None,
+        msm_capacity: str = "witness",
     ) -> None:
         self.device = int(device)
         self.resident_bases = bool(resident_bases)
         self.stream_batch = int(stream_batch)
+        self.msm_capacity = checked_capacity(msm_capacity)
         self._vram_limit = int(vram_limit) if vram_limit else None
         self.ledger: Ledger = vram_ledger(self.device, self._vram_limit or UNBOUNDED)
         self.setup_workers = setup_workers

@@ -20,7 +20,14 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from simgpu.errors import DesignError, VramExhausted
-from simgpu.prover.device import DEFAULT_STREAM_BATCH, AllocTrace, DeviceBuffer, LiveBuffers, PeakMeter
+from simgpu.prover.device import (
+    DEFAULT_STREAM_BATCH,
+    AllocTrace,
+    DeviceBuffer,
+    LiveBuffers,
+    PeakMeter,
+    checked_capacity,
+)
 
 if TYPE_CHECKING:
     from simgpu.prover.keys import ProvingKey
@@ -38,7 +45,9 @@ class CupyDevice:
     vram_limit caps CuPy's memory pool (`MemoryPool.set_limit`) so that a smaller card is
     emulated by real allocation failures.  resident_bases keeps the key's G1 bases on the
     device after first use; otherwise they live in pinned host memory and each MSM streams
-    them in batches of `stream_batch` rows (as supraseal does).
+    them in batches of `stream_batch` rows (as supraseal does).  msm_capacity: how the G2
+    MSM of b_g2_msm sizes its arrays, by the witness or by the key
+    (simgpu.prover.memory_plan.MSM_CAPACITIES).
     """
 
     name = "cupy"
@@ -49,6 +58,7 @@ class CupyDevice:
         vram_limit: int | None = None,
         resident_bases: bool = False,
         stream_batch: int = DEFAULT_STREAM_BATCH,
+        msm_capacity: str = "witness",
     ) -> None:
         from simgpu.gpu.cuda import get_cupy
 
@@ -56,6 +66,7 @@ class CupyDevice:
         self.device = int(device)
         self.resident_bases = bool(resident_bases)
         self.stream_batch = int(stream_batch)
+        self.msm_capacity = checked_capacity(msm_capacity)
         self._vram_limit = int(vram_limit) if vram_limit else None
         with self.cp.cuda.Device(self.device):
             self.pool = self.cp.get_default_memory_pool()

@@ -145,6 +145,22 @@ class PeakMeter:
             self.peak = used
 
 
+#: How the G2 MSM of the B query sizes its device arrays (simgpu.prover.memory_plan.g2_msm_points): "witness",
+#: for the partition's own count of non-zero scalars (the smallest footprint, different
+#: for every witness), or "key", for a count fixed by the circuit, which every partition
+#: shares.  A caching pool keeps the first partition's blocks: with "witness" a later
+#: partition's larger MSM cannot reuse them and takes a block another stage needed (the
+#: race the capped H200 runs showed, docs/validation.md, the nineteenth lease).
+MSM_CAPACITIES = ("witness", "key")
+
+
+def checked_capacity(capacity: str) -> str:
+    """`capacity` if it is one of MSM_CAPACITIES."""
+    if capacity not in MSM_CAPACITIES:
+        raise ValueError(f"msm_capacity must be one of {', '.join(MSM_CAPACITIES)}, got {capacity!r}")
+    return capacity
+
+
 @runtime_checkable
 class Device(Protocol):
     """What the Groth16 stages need from a device."""
@@ -153,6 +169,8 @@ class Device(Protocol):
     device: int
     resident_bases: bool  # keep the key's G1 bases on the device instead of streaming them
     stream_batch: int  # rows of bases per streamed batch
+    #: how the G2 MSM sizes its arrays: one of MSM_CAPACITIES
+    msm_capacity: str
 
     def alloc(self, name: str, shape: tuple[int, ...], dtype: Any = np.uint32) -> DeviceBuffer:
         """A device buffer booked under `name`; VramExhausted naming it if it does not fit."""

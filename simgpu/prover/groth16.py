@@ -62,6 +62,7 @@ from simgpu.prover.circuits import CircuitSpec
 from simgpu.prover.device import Device, DeviceBuffer, DeviceBuffers, phase_scope
 from simgpu.prover.handoff import release_later
 from simgpu.prover.keys import ProvingKey, VerifyingKey
+from simgpu.prover.memory_plan import key_capacity
 from simgpu.prover.synthesis import Synthesized, synthesize
 
 PROOF_BYTES = 192
@@ -435,13 +436,34 @@ def b_g2_batch(split: QuerySplit, start: int, stop: int) -> tuple[np.ndarray, np
     return np.concatenate([tails, ones]), np.concatenate([tail_scalars, one_scalars])
 
 
+def capacity_pieces(
+    index: np.ndarray, scalars: np.ndarray, capacity: int | None
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """One MSM's (index, scalars) as MSMs of exactly `capacity` points each (None: as
+    they are): the last piece padded with zero scalars on row 0, whose digits the MSM
+    skips, so that every piece allocates the same arrays whatever the witness."""
+    if capacity is None:
+        if len(index):
+            yield index, scalars
+        return
+    for lo in range(0, len(index), capacity):
+        i, s = index[lo : lo + capacity], scalars[lo : lo + capacity]
+        pad = capacity - len(i)
+        if pad:
+            i = np.concatenate([i, np.zeros(pad, dtype=i.dtype)])
+            s = np.concatenate([s, np.zeros((pad, s.shape[1]), dtype=s.dtype)])
+        yield i, s
+
+
 def _b_g2_on_device(prepared: Prepared, pk: ProvingKey, backend: Device) -> G2Point:
     """b_g2_msm on the device: per batch of `backend.stream_batch` rows of the B query
     (always streamed from the host copy, also with resident G1 bases), the tails and the
     ones gathered next to their scalars for one G2 MSM; a one's digit is a single
     addition into one bucket, so no separate sum is needed.  Transients: the batch's
     points (`b_g2_msm_bases_batch`), an index, the gathered points and scalars, and the
-    MSM's temporaries, all freed before returning, also on error."""
+    MSM's temporaries, all freed before returning, also on error.  With the backend's
+    msm_capacity "key" the MSM is sized for the circuit's capacity, not for the
+    witness's count (`capacity_pieces`, memory_plan.key_capacity)."""
     split = prepared.split_b
     length = split.length
     host = backend.host_bases_g2(pk)
@@ -450,18 +472,18 @@ def _b_g2_on_device(prepared: Prepared, pk: ProvingKey, backend: Device) -> G2Po
     acc = G2Point.identity()
     if length == 0:
         return acc
+    capacity = key_capacity(prepared.spec, batch) if backend.msm_capacity == "key" else None
     staging = backend.upload_bases_g2(f"{tag}_bases_batch", host[:batch])
     try:
         for start in range(0, length, batch):
             stop = min(start + batch, length)
             if start:
                 backend.write_bases_g2(staging, host[start:stop], 0)
-            index, scalars = b_g2_batch(split, start, stop)
-            if not len(index):
-                continue
-            acc = acc + _gathered_msm(
-                backend, backend.msm_g2, tag, staging.array[: stop - start], index, scalars
-            )
+            rows, values = b_g2_batch(split, start, stop)
+            for index, scalars in capacity_pieces(rows, values, capacity):
+                acc = acc + _gathered_msm(
+                    backend, backend.msm_g2, tag, staging.array[: stop - start], index, scalars
+                )
     finally:
         backend.free(staging)
     return acc

@@ -55,9 +55,10 @@ With `b_g2_on="gpu"` the b_g2_msm stage runs on the device (groth16._b_g2_on_dev
 its stage entry is then `{"on": "gpu", "host_in": ["host_prep"], "phases": [{"name":
 "b_g2_msm", "staging": ["b_g2_msm_staging"], "transient": ["b_g2_msm"], ...}]}`, the
 two buffers being the stage's peak: the streamed batch of G2 points (batch x 192 B),
-then for the batch with the most non-zero scalars (k of them, tails and ones together)
-an index (4 B each) beside the gathered points (192 B), then those points and their
-scalars (32 B): the staging; then the G2 MSM's temporaries.  With "cpu" (the default)
+then for the batch with the most non-zero scalars (k of them, tails and ones together;
+with msm_capacity "key", the circuit's `key_capacity` instead, the same for every
+witness) an index (4 B each) beside the gathered points (192 B), then those points and
+their scalars (32 B): the staging; then the G2 MSM's temporaries.  With "cpu" (the default)
 the stage holds no device memory.
 
 The counts come from a `ProverShape`: exact from a `Prepared` partition, or the expected
@@ -66,6 +67,7 @@ values for a `CircuitSpec` of any size (`ProverShape.estimate`, no circuit built
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +83,7 @@ from simgpu.gpu.footprint import (
 from simgpu.profile.resolve import Resolved
 from simgpu.profile.schema import profile_from_dict
 from simgpu.prover.circuits import CircuitSpec, expected_a_density, layout_of, uncovered_field_outputs
+from simgpu.prover.device import checked_capacity
 
 if TYPE_CHECKING:
     from simgpu.prover.groth16 import Prepared, QuerySplit
@@ -92,6 +95,13 @@ INDEX_BYTES = 4  # int32 positions inside a batch
 HOST_POSITION_BYTES = 8  # int64 positions kept by prep
 
 MSM_PHASES = ("h", "l", "a", "b1")
+
+#: With "key", the capacity stands this many standard deviations above the expected
+#: count.  CHOICE: a B query's non-zero count is its field values plus its bits that
+#: are 1, each bit a coin; its standard deviation is below the square root of the
+#: expected count (for fair bits, sqrt(bits)/2), so the capacity is exceeded with odds
+#: below 1e-9, and then the MSM runs in pieces of the capacity, never in more memory.
+CAPACITY_SIGMAS = 6.0
 
 
 # --- the shape of one partition --------------------------------------------------------
@@ -111,6 +121,8 @@ class ProverShape:
     ones: dict[str, int]
     tails: dict[str, int]
     splits: dict[str, QuerySplit] | None = field(default=None, repr=False)
+    #: the circuit the shape is of (the key's capacities come from its expectation)
+    spec: CircuitSpec | None = field(default=None, repr=False)
 
     @classmethod
     def from_prepared(cls, prepared: Prepared) -> ProverShape:
@@ -125,6 +137,7 @@ class ProverShape:
             ones={q: len(s.ones) for q, s in splits.items()},
             tails={q: len(s.tails) for q, s in splits.items()},
             splits=splits,
+            spec=prepared.spec,
         )
 
     @classmethod
@@ -155,6 +168,7 @@ class ProverShape:
                 "a": max(0, a_len - lay.num_inputs - lay.base_bits) + lay.public_inputs,
                 "b1": lay.b_field_vars,
             },
+            spec=spec,
         )
 
     def batch_nonzero_max(self, query: str, batch: int) -> int:
@@ -199,6 +213,7 @@ class ProverShape:
                 "a": round(field_in_a) + lay.public_inputs,
                 "b1": lay.b_field_vars,
             },
+            spec=spec,
         )
 
     def batch_maxima(self, query: str, batch: int) -> tuple[int, int]:
@@ -245,11 +260,35 @@ def _msm_phase(
     return sum(at_peak.values()), at_peak
 
 
-def _b_g2_phase(shape: ProverShape, stream_batch: int) -> tuple[int, dict[str, int]]:
+def key_capacity(spec: CircuitSpec, batch: int) -> int:
+    """Points the B query's G2 MSM is sized for per batch of `batch` rows with
+    msm_capacity "key" (simgpu.prover.device.MSM_CAPACITIES): the circuit's expected
+    count of non-zero scalars in a batch (`ProverShape.estimate`) and CAPACITY_SIGMAS
+    standard deviations of room, at most the batch's rows.  A function of the circuit
+    alone, so every partition's MSM takes the same arrays."""
+    est = ProverShape.estimate(spec)
+    rows = max(1, min(batch, est.lengths["b1"]))
+    expected = est.batch_nonzero_max("b1", rows)
+    return max(1, min(rows, expected + math.ceil(CAPACITY_SIGMAS * math.sqrt(expected))))
+
+
+def g2_msm_points(shape: ProverShape, batch: int, capacity: str = "witness") -> int:
+    """Points the B query's G2 MSM allocates for in its largest batch: the batch's own
+    non-zero count ("witness") or the circuit's `key_capacity` ("key")."""
+    if checked_capacity(capacity) == "witness":
+        return shape.batch_nonzero_max("b1", batch)
+    if shape.spec is None:
+        raise ValueError("msm_capacity 'key' needs the shape's circuit (ProverShape.spec)")
+    return key_capacity(shape.spec, batch)
+
+
+def _b_g2_phase(
+    shape: ProverShape, stream_batch: int, capacity: str = "witness"
+) -> tuple[int, dict[str, int]]:
     """Peak device bytes of b_g2_msm on the device and the buffers live at that peak."""
     length = shape.lengths["b1"]  # the B query: G1 (b1) and G2 share its rows
     batch = max(1, min(stream_batch, length))
-    k = shape.batch_nonzero_max("b1", batch)
+    k = g2_msm_points(shape, batch, capacity)
     tag = "b_g2_msm"
     staging = {f"{tag}_bases_batch": batch * G2_AFFINE_BYTES}
     candidates = [
@@ -289,11 +328,14 @@ def prover_plan(
     resident_bases: bool = False,
     prestaged: bool = True,
     b_g2_on: str = "cpu",
+    msm_capacity: str = "witness",
 ) -> dict:
     """The memory plan of one partition (see the module docstring for its shape).
-    b_g2_on: "cpu" (G2 pool or threads, no device memory) or "gpu" (the device)."""
+    b_g2_on: "cpu" (G2 pool or threads, no device memory) or "gpu" (the device);
+    msm_capacity: how the device's G2 MSM sizes its arrays (MSM_CAPACITIES)."""
     if b_g2_on not in ("cpu", "gpu"):
         raise ValueError(f"b_g2_on must be 'cpu' or 'gpu', got {b_g2_on!r}")
+    checked_capacity(msm_capacity)
     n = shape.domain_size
     buffers: dict[str, int] = {
         "d_a": n * FR_BYTES,
@@ -340,7 +382,7 @@ def prover_plan(
     }
     b_g2: dict[str, Any] = {"host_in": ["host_prep"]}
     if b_g2_on == "gpu":
-        _, detail["b_g2_msm"] = _b_g2_phase(shape, stream_batch)
+        _, detail["b_g2_msm"] = _b_g2_phase(shape, stream_batch, msm_capacity)
         buffers["b_g2_msm"], staged = _split_staging(detail["b_g2_msm"])
         b_g2 = {"on": "gpu", "host_in": ["host_prep"], "phases": [_staged_phase("b_g2_msm", staged, buffers)]}
     stages = {
@@ -399,13 +441,14 @@ def stage_peak(plan: dict, stage: str) -> int:
 def plan_for_backend(
     shape: ProverShape, backend: object, *, prestaged: bool = True, b_g2_on: str = "cpu"
 ) -> dict:
-    """prover_plan with a backend's stream_batch and resident_bases."""
+    """prover_plan with a backend's stream_batch, resident_bases and msm_capacity."""
     return prover_plan(
         shape,
         stream_batch=int(backend.stream_batch),  # type: ignore[attr-defined]
         resident_bases=bool(backend.resident_bases),  # type: ignore[attr-defined]
         prestaged=prestaged,
         b_g2_on=b_g2_on,
+        msm_capacity=str(getattr(backend, "msm_capacity", "witness")),
     )
 
 

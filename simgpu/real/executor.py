@@ -27,6 +27,7 @@ from simgpu.errors import OutOfMemory, SimgpuError, UserError
 from simgpu.profile import Resolved, profile_from_dict
 from simgpu.prover import B_G2_THREADS, groth16, handoff
 from simgpu.prover.circuits import FAMILIES, CircuitSpec, circuit_spec
+from simgpu.prover.device import MSM_CAPACITIES
 from simgpu.prover.g2pool import G2Pool
 from simgpu.prover.memory_plan import ProverShape, prover_plan, prover_profile_dict
 from simgpu.prover.setup import cached_keys, key_path
@@ -115,6 +116,10 @@ class ProverSettings:
     b_g2_on: str = "cpu"
     resident_bases: bool = False
     stream_batch: int | None = None
+    #: how b_g2_msm's G2 MSM on a device sizes its arrays: by the "witness" (the
+    #: partition's own count) or by the "key" (one count for every partition;
+    #: simgpu.prover.device.MSM_CAPACITIES)
+    msm_capacity: str = "witness"
     keys_dir: Path = field(default_factory=lambda: Path(os.environ.get("SIMGPU_KEYS", "out/keys")))
     total_budget: int | None = None
     safety_margin: int = 2 << 30
@@ -148,6 +153,8 @@ class ProverSettings:
             raise UserError(f"--backend {self.backend!r}: unknown (known: {', '.join(BACKENDS)})")
         if self.b_g2_on not in ("cpu", "gpu"):
             raise UserError(f"--b-g2-on {self.b_g2_on!r}: must be cpu or gpu")
+        if self.msm_capacity not in MSM_CAPACITIES:
+            raise UserError(f"--msm-capacity {self.msm_capacity!r}: must be {' or '.join(MSM_CAPACITIES)}")
         if isinstance(self.vram_limit, tuple) and len(self.vram_limit) != self.devices:
             raise UserError(f"--vram: {len(self.vram_limit)} sizes for {self.devices} device(s)")
         if self.circuit not in FAMILIES:
@@ -236,6 +243,7 @@ class ProverExecutor:
             stream_batch=self.backends[0].stream_batch,
             resident_bases=settings.resident_bases,
             b_g2_on=settings.b_g2_on,
+            msm_capacity=settings.msm_capacity,
         )
         self.plan = plan
         self._resolved: Resolved = profile_from_dict(
@@ -251,7 +259,7 @@ class ProverExecutor:
 
     def _make_backend(self, device: int, capped: bool = True) -> Any:
         s = self.settings
-        kw: dict[str, Any] = {"resident_bases": s.resident_bases}
+        kw: dict[str, Any] = {"resident_bases": s.resident_bases, "msm_capacity": s.msm_capacity}
         if s.stream_batch:
             kw["stream_batch"] = s.stream_batch
         if s.backend == "cupy":
