@@ -7,9 +7,10 @@ lease_machine() {  # what the machine is: the GPU, the cores, the CPU
   lscpu | grep -E "^(Model name|NUMA node\(s\))"
 }
 
-lease_calibrate() {  # lease_calibrate LIMIT: calibrate as h200-cupy was measured, into $PROFILE
-  timeout "$1" python3 -m simgpu.cli calibrate --out "$PROFILE" --sizes 2^18..2^22 --repeats 6 --b-g2-on gpu \
-    --b-g2-threads 8 --circuit porep --contention-size 2^20 > "$LOGS/calibrate.log" 2>&1
+lease_calibrate() {  # lease_calibrate LIMIT [ARGS...]: calibrate as h200-cupy was measured, into $PROFILE
+  local limit=$1; shift
+  timeout "$limit" python3 -m simgpu.cli calibrate --out "$PROFILE" --sizes 2^18..2^22 --repeats 6 --b-g2-on gpu \
+    --b-g2-threads 8 --circuit porep --contention-size 2^20 "$@" > "$LOGS/calibrate.log" 2>&1
   echo "calibrate rc=$? at $SECONDS s"; grep -E "at once|beside|trip|wrote" "$LOGS/calibrate.log"; cp "$PROFILE" "$LOGS/"
 }
 
