@@ -930,12 +930,12 @@ def calibrate(
         typer.Option(help="with --from-log: the profile for what a log cannot inform (default: the seed)"),
     ] = None,
     device_law: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="how GPU workers share the device, as fitted: proportional (validated best) or "
-            "in-order (one stream they queue on)"
+            help="how GPU workers share the device, as fitted: exclusive (one stream, whatever of a "
+            "stage is on it has all of it; the default, validated best), proportional, or in-order"
         ),
-    ] = "proportional",
+    ] = None,
 ) -> None:
     """Measure the real prover over a ladder of sizes and write a fitted profile; or,
     with --from-log, fit one from a proving daemon's own log."""
@@ -944,8 +944,9 @@ def calibrate(
     from simgpu.real.executor import ProverSettings
 
     writable(out, "--out", (".toml",))
-    from simgpu.calibrate.fit import DEVICE_LAWS
+    from simgpu.calibrate.fit import DEFAULT_DEVICE_LAW, DEVICE_LAWS
 
+    device_law = DEFAULT_DEVICE_LAW if device_law is None else device_law
     if device_law not in DEVICE_LAWS:
         raise UserError(f"--device-law {device_law!r}: one of {', '.join(DEVICE_LAWS)}")
     if from_log is not None:

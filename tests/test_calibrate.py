@@ -309,7 +309,7 @@ def test_the_in_order_pairings_read_the_kernels_claim_on_the_one_stream():
         "b_g2_msm beside gpu_load": (0.05, 0.11),
     }
     assert device_law(queue, "in-order") == "in-order"
-    assert device_law(queue) == "proportional"  # the default, whatever was timed
+    assert device_law(queue) == "proportional"  # what is wanted when nothing is asked
     uses = fit_device_queue(queue, h2d_gbps=50.0, law="in-order")
     assert uses["b_g2_msm"]["gpu"] == Inline(demand=1.0, bound=0.6)
     assert uses["kernels"]["gpu"] == Inline(demand=2.0, bound=0.5)
@@ -594,3 +594,31 @@ def test_the_shipped_profiles_result_channel_is_what_its_stored_trips_say() -> N
     # at 2^22 a result holds the reader for about a tenth of its trip
     points = dict(transfer["uses"]["driver_rx"]["bound"]["points"])
     assert 0.05 < points[1 << 22] < 0.2
+
+
+def test_the_exclusive_reading_gives_the_stream_to_whatever_of_a_stage_is_on_it():
+    """Worked by hand: the kernels and b_g2_msm are wholly the stream's (demand 1,
+    bound 1: two of them halve each other), whatever the loops' pairings read; the
+    prestage beside the b_g2_msm loop 1.3x: 0.3 of it on the stream (demand 1), the
+    rest on the link.  Calibrate asks for it by default; it needs only that pairing, and
+    b_g2_msm's use is the device's only where it was timed on the device."""
+    from simgpu.calibrate.fit import DEFAULT_DEVICE_LAW, EXCLUSIVE_PAIRS
+
+    queue = {
+        "kernels beside kernel_load": (0.1, 0.18),
+        "kernels beside copy_load": (0.1, 0.12),
+        "prestage beside kernel_load": (0.1, 0.13),
+        "b_g2_msm beside kernel_load": (0.05, 0.08),
+    }
+    assert DEFAULT_DEVICE_LAW == "exclusive" and device_law(queue, "exclusive") == "exclusive"
+    uses = fit_device_queue(queue, h2d_gbps=50.0, law="exclusive")
+    assert uses["kernels"]["gpu"] == Inline(demand=1.0, bound=1.0)
+    assert uses["b_g2_msm"]["gpu"] == Inline(demand=1.0, bound=1.0)
+    assert uses["prestage"]["gpu"] == Inline(demand=1.0, bound=0.3)
+    assert uses["prestage"]["h2d"] == Inline(demand=50.0, bound=0.7)
+    on_cpu = {k: v for k, v in queue.items() if not k.startswith("b_g2_msm")}
+    assert "b_g2_msm" not in fit_device_queue(on_cpu, 50.0, "exclusive")
+    # without its pairing it is the proportional reading
+    older = {k: v for k, v in queue.items() if k not in EXCLUSIVE_PAIRS}
+    assert device_law(older, "exclusive") == "proportional"
+    assert fit_device_queue(older, 50.0, "exclusive") == fit_device_queue(older, 50.0)

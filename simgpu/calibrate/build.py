@@ -21,6 +21,8 @@ import numpy as np
 
 from simgpu.calibrate.arrays import arrays_table
 from simgpu.calibrate.fit import (
+    DEFAULT_DEVICE_LAW,
+    LAW_PAIRS,
     SIZE_LAWS,
     buffer_law,
     device_law,
@@ -190,6 +192,7 @@ def build_profile(
             "b_g2_threads": settings.b_g2_threads,
             "b_g2_on": settings.b_g2_on,
             "msm_capacity": settings.msm_capacity,
+            "device_law": device_law_of(contention, device_law),
             "sizes": ns,
             "repeats": len(top.seconds["kernels"]),
             "host_drift": round(host_drift(runs)[0], 3),
@@ -401,7 +404,7 @@ def calibrate(
     partitions: int = 4,
     name: str | None = None,
     log: Callable[[str], None] = print,
-    device_law: str = "proportional",
+    device_law: str = DEFAULT_DEVICE_LAW,
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """Measure, fit, write `out`.  Returns (profile document, fit errors).
     `device_law`: the law the device's uses are fitted for (fit.device_law)."""
@@ -445,8 +448,8 @@ def calibrate(
     )
     if device_law != device_law_of(contention, device_law):
         log(
-            f"warning: --device-law {device_law} needs b_g2_msm timed on the GPU beside its own loop "
-            "and beside another GPU worker; without them the device is fitted proportionally"
+            f"warning: --device-law {device_law} needs calibrate to have timed "
+            f"{', '.join(LAW_PAIRS[device_law])}; without them the device is fitted proportionally"
         )
     drift, refs = host_drift(runs)
     if drift > HOST_DRIFT_WARN:

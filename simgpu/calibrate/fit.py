@@ -196,23 +196,32 @@ IN_ORDER_PAIRS = ("b_g2_msm beside kernel_load", "b_g2_msm beside gpu_load")
 
 
 #: The laws the device's uses can be fitted for (``simgpu calibrate --device-law``).
-DEVICE_LAWS = ("proportional", "in-order")
+DEVICE_LAWS = ("proportional", "in-order", "exclusive")
+#: The pairing the exclusive reading needs (fit_device_queue).
+EXCLUSIVE_PAIRS = ("prestage beside kernel_load",)
+#: What each law other than the proportional one needs calibrate to have timed.
+LAW_PAIRS = {"in-order": IN_ORDER_PAIRS, "exclusive": EXCLUSIVE_PAIRS}
+#: The law calibrate fits the device for unless told otherwise (see device_law).
+DEFAULT_DEVICE_LAW = "exclusive"
 
 
 def device_law(queue: dict[str, tuple[float, float]], wanted: str = "proportional") -> str:
     """The law the measured device queue is read with: `wanted`, where the pairings it
-    needs were timed ("in-order" needs b_g2_msm beside its own loop and beside another
-    GPU worker, IN_ORDER_PAIRS), else the proportional law every queue can be read with.
+    needs were timed (LAW_PAIRS), else the proportional law every queue can be read with.
 
-    Proportional is the default because it validated better: on the seventeenth lease
-    (docs/validation.md), the same calibration predicted the grid's throughput within a
-    median 8.0% (max 14.8%) read proportionally and 11.5% (max 20.1%) in order, and
-    b_g2_msm beside another worker's kernels 2.0x slower than alone, against 1.6x in
-    order and 2.3x measured."""
+    Calibrate asks for DEFAULT_DEVICE_LAW, the exclusive reading (exclusive_uses).
+    Each reading was chosen on leases' evidence, the same calibration read both ways
+    against the runs of its machine (docs/validation.md).  On the seventeenth lease the
+    proportional reading beat the in-order one (throughput median 8.0% against 11.5%,
+    max 14.8% against 20.1%).  On the nineteenth lease, the first with the daemon
+    admitting partitions in turn, the exclusive reading beat the proportional one
+    (3.9% against 8.1%, max 7.1% against 12.2%), and on the sixteenth's too (7.2%
+    against 10.8%); on the seventeenth, whose real runs carry 0.3-0.5 s of idle a run
+    from the old daemon's admission race, it did not (10.1% against 8.0%)."""
     if wanted not in DEVICE_LAWS:
         raise UserError(f"unknown device law {wanted!r}: one of {', '.join(DEVICE_LAWS)}")
-    if wanted == "in-order" and all(k in queue for k in IN_ORDER_PAIRS):
-        return "in-order"
+    if wanted in LAW_PAIRS and all(k in queue for k in LAW_PAIRS[wanted]):
+        return wanted
     return "proportional"
 
 
@@ -255,6 +264,10 @@ def fit_device_queue(
         return beside / alone if alone > 0 else None
 
     uses: dict[str, dict[str, Inline]] = {}
+    if device_law(queue, law) == "exclusive":
+        # b_g2_msm is timed beside the loads only where it runs on the device
+        on_device = any(k.startswith("b_g2_msm beside") for k in queue)
+        return exclusive_uses(stretch("prestage beside kernel_load") or 1.0, h2d_gbps, on_device)
     s_kk = stretch("kernels beside kernel_load")
     s_kc = stretch("kernels beside copy_load")
     if s_kk is None or s_kc is None:
@@ -294,6 +307,38 @@ def fit_device_queue(
     elif s_bc is not None:
         bound_b = _clamp((s_bc - 1) / demand_p) if demand_p > 0 else bound_k
         uses["b_g2_msm"] = {"gpu": Inline(demand=1.0, bound=bound_b)}
+    return uses
+
+
+def exclusive_uses(
+    prestage_beside_loop: float, h2d_gbps: float, b_g2_on_device: bool = True
+) -> dict[str, dict[str, Inline]]:
+    """The device's uses read **exclusively**: the workers launch into one in-order
+    stream, like cars on a one-lane bridge, and whatever of a stage is on the stream
+    has the whole of it.  The kernels and the G2 MSM are launch loops whose every moment
+    is work queued on the stream (their host-side steps run ahead of it), so each is
+    wholly bound to the device with demand 1: two of them share it half and half, and
+    a pipeline gets no overlap between the workers' device work.  The prestage's copies
+    take the stream too (demand 1), but its host-side packing does not: its bound is
+    read from its time beside the G2 MSM's loop, s = 1 + bound (the rest of its time is
+    bound to the host-to-device link).
+
+    No parameter is read for the kernels or the G2 MSM.  Calibrate's pairings of two
+    launch loops read 1.7-1.9x, not 2x, because a loop leaves the stream idle between
+    its iterations (its set-up and read-back); a pipeline's stages, started back to back
+    at the lock's hand-over, do not: on the nineteenth lease B held the lock 161.8 ms a
+    partition, its prestage and kernels alone 21 + 107 ms and the other worker's
+    b_g2_msm beside them 46 ms alone (docs/validation.md)."""
+    bound_p = _clamp(prestage_beside_loop - 1)
+    uses = {
+        "kernels": {"gpu": Inline(demand=1.0, bound=1.0)},
+        "prestage": {
+            "h2d": Inline(demand=float(h2d_gbps), bound=round(1.0 - bound_p, 4)),
+            "gpu": Inline(demand=1.0, bound=bound_p),
+        },
+    }
+    if b_g2_on_device:
+        uses["b_g2_msm"] = {"gpu": Inline(demand=1.0, bound=1.0)}
     return uses
 
 

@@ -67,19 +67,24 @@ def refit_uses(doc: dict[str, Any], gil: bool = False, device_law: str | None = 
     calibrated before a change of the fits would have said with the fits of now.
     `gil`: with the interpreter lock's uses too, from the runs calibrate recorded.
     `device_law`: the law to fit the device for (None: the one the profile has)."""
-    from simgpu.calibrate.build import set_device_law, stage_uses
+    from simgpu.calibrate.build import device_law_of, set_device_law, stage_uses
 
     cal = doc["calibration"]
     h2d = float(doc["hardware"]["h2d_gbps"])
     c = contention_of(doc)
     if gil and not c.gil:
         raise UserError("the profile has no gil runs: it was calibrated before measure_gil")
-    law = device_law or doc.get("contention", {}).get("gpu", {}).get("law", "proportional")
+    law = (
+        device_law
+        or cal.get("device_law")
+        or doc.get("contention", {}).get("gpu", {}).get("law", "proportional")
+    )
     uses = stage_uses(c, h2d, cal["b_g2_on"], int(cal["b_g2_threads"]), gil=gil, device_law=law)
     for stage, u in uses.items():
         if stage in doc["stages"]:
             doc["stages"][stage]["uses"] = {r: dict(v) for r, v in u.items()}
     set_device_law(doc, c, law)  # the law the uses were fitted for goes with them
+    cal["device_law"] = device_law_of(c, law)
 
 
 def result_channel_use(doc: dict[str, Any]) -> dict[str, Any] | None:
