@@ -27,11 +27,7 @@ mkdir -p "$LOGS" out
 PROFILE=out/h200-cupy-key.toml
 source "$(dirname "$0")/lease_lib.sh"
 lease_machine
-if [ "$1" = 1 ] || [ ! -f "$PROFILE" ]; then
-  [ "$1" = 1 ] || echo "FRESH MACHINE: no $PROFILE, calibrating again"
-  lease_calibrate 330 --msm-capacity key
-fi
-left() { echo $(( $1 - SECONDS )); }
+lease_calibrate_once "$1" 330 --msm-capacity key
 if [ "$1" = 1 ]; then
   lease_validate "$(left 585)" grid-A-G 2176 --only A B C D E F G
 elif [ "$1" = 2 ]; then

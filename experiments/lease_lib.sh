@@ -20,3 +20,13 @@ lease_validate() {  # lease_validate LIMIT NAME CAP ARGS...: part of gpu_validat
     --json "$LOGS/$name.json" "$@" > "$LOGS/$name.log" 2>&1
   echo "$name rc=$? at $SECONDS s"; grep -E "s/proof" "$LOGS/$name.log" | cut -c1-120
 }
+
+lease_calibrate_once() {  # lease_calibrate_once CALL LIMIT [ARGS...]: calibrate on call 1, or on a fresh machine
+  local call=$1; shift
+  if [ "$call" = 1 ] || [ ! -f "$PROFILE" ]; then
+    [ "$call" = 1 ] || echo "FRESH MACHINE: no $PROFILE, calibrating again"
+    lease_calibrate "$@"
+  fi
+}
+
+left() { echo $(( $1 - SECONDS )); }  # left END: the seconds from now to END s into the call
