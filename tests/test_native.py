@@ -14,7 +14,7 @@ from simgpu.gpu.bls12_381 import R_ORDER
 from simgpu.gpu.encoding import ints_to_limbs, limbs_to_ints
 from simgpu.prover import native
 from simgpu.prover.circuits import LIN, MUL, CircuitSpec, circuit_spec, r1cs_of
-from simgpu.prover.groth16 import QuerySplit
+from simgpu.prover.prepared import QuerySplit
 from simgpu.prover.synthesis import Synthesized, synthesize, synthesize_reference, unsatisfied_rows, witness
 
 SPECS = [

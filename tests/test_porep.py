@@ -10,8 +10,9 @@ from typer.testing import CliRunner
 from simgpu.cli import app, main
 from simgpu.prover.circuits import circuit_spec, r1cs_of
 from simgpu.prover.cpu_device import CpuDevice
-from simgpu.prover.groth16 import QuerySplit, prep, prove, verify
+from simgpu.prover.groth16 import prep, prove, verify
 from simgpu.prover.memory_plan import ProverShape
+from simgpu.prover.prepared import QuerySplit
 from simgpu.prover.setup import setup
 from simgpu.prover.synthesis import synthesize
 

@@ -86,7 +86,7 @@ from simgpu.prover.circuits import CircuitSpec, expected_a_density, layout_of, u
 from simgpu.prover.device import checked_capacity
 
 if TYPE_CHECKING:
-    from simgpu.prover.groth16 import Prepared, QuerySplit
+    from simgpu.prover.prepared import Prepared, QuerySplit
 
 FR_BYTES = 32
 G1_AFFINE_BYTES = 96
