@@ -1,0 +1,29 @@
+"""experiments/design_spread.py: the gap it reports, worked by hand, and one setting's
+answer from the shipped profile (where the device is the bottleneck, the designs that
+overlap device work tie)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import load_experiment
+
+design_spread = load_experiment("design_spread")
+
+
+def test_the_gap_is_the_smallest_between_neighbours_once_sorted() -> None:
+    assert design_spread.spread({"a": 1.5, "b": 1.0, "c": 1.2, "d": 2.0}) == pytest.approx(0.2)
+    assert design_spread.spread({"a": 1.0, "b": None}) is None  # one ran out of memory
+
+
+def test_on_the_shipped_profile_the_overlapping_designs_tie_where_the_device_binds(capsys) -> None:
+    import sys
+
+    argv = sys.argv
+    sys.argv = ["design_spread", "--sizes", "20", "--gpu-workers", "2", "--clients", "3", "--caps-mib", "0"]
+    try:
+        design_spread.main()
+    finally:
+        sys.argv = argv
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:2] == ["20", "2"])
+    serial, single, split, reserve = (float(x) for x in row.split()[4:8])
+    assert single == split < serial and reserve <= single
