@@ -193,6 +193,14 @@ def test_calibrate_the_cpu_backend(tmp_path):
     compute, transfer = prof.resolve(256).stages["synthesis"].phases
     assert (compute.name, transfer.name) == ("compute", "transfer")
     assert transfer.seconds > 0
+    # the way back is host work too: its sensitivity to busy cores, fitted from its trip
+    # timed alone and beside the pressure load, beside its share of the result channel
+    tr_uses = dict(transfer.uses)
+    assert set(tr_uses) == {"driver_rx", "pressure"}
+    alone, beside = doc["calibration"]["pressure"]["synthesis.transfer"]
+    k, cores = doc["calibration"]["pressure"]["syntheses_beside"], doc["calibration"]["contention"]["cores"]
+    want = min(1.0, max(0.0, (beside / alone - 1) * cores / k))
+    assert tr_uses["pressure"].bound == pytest.approx(want, abs=0.02)  # the pair is stored to 1 us
     m = doc["calibration"]["measurements"]["n256"]
     # how much the trips back wait on the driver: measured, four results at once against
     # one alone (calibrate's pool has four workers), and read through the law backwards
@@ -470,14 +478,16 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     and beside the pressure load, and the device queue; what the profile keeps of it
     (contention_record) reads back as the same Contention."""
     from simgpu.calibrate.build import contention_record
-    from simgpu.calibrate.measure import PRESSURE_STAGES, measure_contention
+    from simgpu.calibrate.measure import PRESSURE_STAGES, TRIP, measure_contention
     from simgpu.calibrate.refit import contention_of
     from simgpu.real.executor import ProverSettings
 
     settings = ProverSettings(backend="cpu", partition_workers=1, keys_dir=tmp_path)
     c = measure_contention(1 << 8, settings, [1, 2], lambda _: None)
     assert sorted(c.synthesis) == [1, 2] and all(t > 0 for t in c.synthesis.values())
-    assert set(c.loaded) == set(PRESSURE_STAGES) and c.pressure_load >= 1
+    # every driver stage, and the synthesis result's way back, beside the pressure load
+    assert set(c.loaded) == {*PRESSURE_STAGES, TRIP} and c.pressure_load >= 1
+    assert all(a > 0 and b > 0 for a, b in c.loaded.values())
     assert "kernels beside kernel_load" in c.device_queue
     assert set(c.gil) == set(PRESSURE_STAGES)
     assert all(a > 0 and b > 0 and 0.0 <= lost <= 1.0 for a, b, lost in c.gil.values())

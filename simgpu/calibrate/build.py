@@ -35,6 +35,7 @@ from simgpu.calibrate.fit import (
     time_laws,
 )
 from simgpu.calibrate.measure import (
+    TRIP,
     Contention,
     SizeRun,
     measure_contention,
@@ -154,12 +155,15 @@ def build_profile(
                     "name": "transfer",
                     "time": fitted("synthesis.transfer"),
                     # the reader is held for the result's receive only: its share of the
-                    # trip is both what it draws of the channel and what waits on it
+                    # trip is both what it draws of the channel and what waits on it; the
+                    # worker's pickling is host work, as sensitive to busy cores as
+                    # measure_pressure found the trip (where it timed it)
                     "uses": Inline(
                         driver_rx=Inline(
                             demand=(rx := driver_rx_share([(r.constraints, r.seconds) for r in runs])),
                             bound=rx,
-                        )
+                        ),
+                        **uses.get(TRIP, {}),
                     ),
                 },
             ]

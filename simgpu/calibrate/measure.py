@@ -348,6 +348,9 @@ SYNTHESIS_ROUNDS = 2
 #: The stages `measure_pressure` times beside a load of syntheses: every stage the driver
 #: runs (the device stages' launch loops and copies are the driver's work too).
 PRESSURE_STAGES = ("prep", "prestage", "kernels", "b_g2_msm", "epilogue")
+#: measure_pressure also times a synthesis result's way back (its phase "transfer": the
+#: worker's pickling and the driver's receive), under this key: host work like the rest.
+TRIP = "synthesis.transfer"
 
 
 def measure_pressure(
@@ -355,7 +358,8 @@ def measure_pressure(
 ) -> dict[str, tuple[float, float]]:
     """Each of the driver's stages (PRESSURE_STAGES) on a fresh partition, alone and
     beside k syntheses kept running in `pool` (worker processes whose circuits are
-    built) until it ends: stage -> (fastest alone, fastest beside).  k below the cores:
+    built) until it ends, and the way back of that partition's synthesis result (TRIP):
+    stage -> (fastest alone, fastest beside).  k below the cores:
     what busy cores cost each other before any is oversubscribed (the `pressure`
     resource; simgpu.calibrate.fit.fit_pressure).
 
@@ -367,7 +371,7 @@ def measure_pressure(
     seeds = iter(range(700, 10**9))
 
     def chain() -> dict[str, float]:
-        return _driver_chain(ex, n, next(seeds))
+        return _driver_chain(ex, n, next(seeds), trip=True)
 
     futures: list[Any] = []
 
@@ -401,25 +405,42 @@ def measure_pressure(
                 raise errors[0]
             for stage, dt in times.items():
                 samples.setdefault((stage, beside), []).append(dt)
-    out = {s: (min(samples[(s, False)]), min(samples[(s, True)])) for s in PRESSURE_STAGES}
+    out = {s: (min(samples[(s, False)]), min(samples[(s, True)])) for s in (*PRESSURE_STAGES, TRIP)}
     for s, (alone, beside) in out.items():
         log(f"  {s}: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms beside {k} syntheses")
     return out
 
 
 def _driver_chain(
-    ex: Any, n: int, seed: int, around: Callable[[str, Callable[[], Any]], Any] | None = None
+    ex: Any,
+    n: int,
+    seed: int,
+    around: Callable[[str, Callable[[], Any]], Any] | None = None,
+    trip: bool = False,
 ) -> dict[str, float]:
     """Every driver stage (PRESSURE_STAGES) of one fresh partition in turn, each timed
     with the device idle at its start: stage -> seconds.  `around(stage, run)`, if
-    given, runs each stage (to watch something while it runs) and returns its result."""
+    given, runs each stage (to watch something while it runs) and returns its result.
+    `trip`: also the partition's synthesis result's way back (TRIP), its wall time less
+    its compute, as measure_size splits it (the executor's probe)."""
+    from simgpu.real.executor import StageProbe
     from simgpu.sched.work import Partition, Proof
 
     backend = ex.backends[0]
     on_device = 0 if ex.settings.b_g2_on == "gpu" else None
     part = Partition(Proof(seed, 1, n), 0, n)
-    part.host = ex.run_stage("synthesis", part, None, {})
+    kept = ex.probe
+    probe = ex.probe = StageProbe() if trip else kept
+    try:
+        t = time.perf_counter()
+        part.host = ex.run_stage("synthesis", part, None, {})
+        wall = time.perf_counter() - t
+    finally:
+        ex.probe = kept
     out: dict[str, float] = {}
+    if trip:
+        got = probe.seconds
+        out[TRIP] = max(0.0, wall - got.get("extra", 0.0) - got.get("compute", 0.0))
     inputs: dict[str, Any] = {}
     for stage in PRESSURE_STAGES:
         device = on_device if stage == "b_g2_msm" else (0 if stage in ("prestage", "kernels") else None)

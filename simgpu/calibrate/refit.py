@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from simgpu.calibrate.fit import stage_means, time_law, time_laws
-from simgpu.calibrate.measure import Contention
+from simgpu.calibrate.measure import TRIP, Contention
 from simgpu.errors import UserError
 from simgpu.profile.schema import phase_key
 from simgpu.profile.tomlwrite import Inline, dumps
@@ -83,6 +83,10 @@ def refit_uses(doc: dict[str, Any], gil: bool = False, device_law: str | None = 
     for stage, u in uses.items():
         if stage in doc["stages"]:
             doc["stages"][stage]["uses"] = {r: dict(v) for r, v in u.items()}
+    for ph in doc["stages"].get("synthesis", {}).get("phases", []):
+        if ph.get("name") == "transfer" and TRIP in uses:  # the trip's pressure, beside its channel
+            kept = {r: v for r, v in ph.get("uses", {}).items() if r == "driver_rx"}
+            ph["uses"] = kept | {r: dict(v) for r, v in uses[TRIP].items()}
     set_device_law(doc, c, law)  # the law the uses were fitted for goes with them
     cal["device_law"] = device_law_of(c, law)
 
