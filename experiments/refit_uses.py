@@ -46,13 +46,26 @@ def main() -> None:
         choices=DEVICE_LAWS,
         help="the law to fit the device for (default: the profile's)",
     )
+    ap.add_argument(
+        "--replan-buffers",
+        action="store_true",
+        help="give the buffers the memory plan's bytes between the measured sizes too",
+    )
     args = ap.parse_args()
     src = Path(args.profile)
     has = "contention" in tomllib.loads(src.read_text())["calibration"]
     if not has and not args.log:
         raise SystemExit(f"{src} has no [calibration.contention]: give --log, the lease's calibrate log")
     record = None if has else contention_from_log(Path(args.log).read_text())
-    refit_profile(src, Path(args.out), uses=True, contention=record, gil=args.gil, device_law=args.device_law)
+    refit_profile(
+        src,
+        Path(args.out),
+        uses=True,
+        contention=record,
+        gil=args.gil,
+        device_law=args.device_law,
+        replan=args.replan_buffers,
+    )
     print(f"wrote {args.out}")
 
 

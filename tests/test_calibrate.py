@@ -169,6 +169,16 @@ def test_calibrate_the_cpu_backend(tmp_path):
     assert "fitted proportionally" in " ".join(r.output.split())
     assert "gpu" not in doc.get("contention", {})
     assert doc["calibration"]["sizes"] == [64, 256]
+    # between the measured sizes the buffers carry the memory plan's bytes (an MSM's
+    # temporaries step with its window, so interpolating would miss them)
+    from simgpu.calibrate.build import plan_buffers
+
+    planned = plan_buffers("generic", 128, stream_batch=1 << 16, b_g2_on="cpu")  # the CPU backend's batch
+    stepped = {b: v for b, v in doc["buffers"].items() if isinstance(v, dict) and "points" in v}
+    assert stepped, "some buffer steps between 2^6 and 2^8"
+    for buf, v in stepped.items():
+        assert [n for n, _ in v["points"]] == [64, 128, 256], buf
+        assert dict(v["points"])[128] == planned[buf], buf
     assert set(doc["calibration"]["measurements"]) == {"n64", "n256"}
     # milliseconds-long, noisy: the epilogue is sampled several times per repeat
     assert doc["calibration"]["repeats"] == 1

@@ -160,6 +160,44 @@ def restage_footprints(doc: dict[str, Any], stream_batch: int = 1 << 22) -> list
     return split
 
 
+def replan_buffers(doc: dict[str, Any], stream_batch: int = 1 << 22) -> list[int]:
+    """Give a calibrated profile's buffers, in place, the memory plan's bytes at the
+    powers of two its ladder did not measure, as calibrate now writes them
+    (simgpu.calibrate.build.unmeasured_sizes): each buffer's bytes at the measured sizes
+    as the profile has them, then buffer_law over both.  Returns the sizes added."""
+    from simgpu.calibrate.build import plan_buffers, unmeasured_sizes
+    from simgpu.calibrate.fit import buffer_law
+    from simgpu.profile.schema import profile_from_dict
+
+    cal = doc["calibration"]
+    ns = sorted(int(r["constraints"]) for r in cal["measurements"].values())
+    extra = unmeasured_sizes(ns)
+    if not extra:
+        return []
+    prof = profile_from_dict(doc)
+    measured = {n: prof.resolve(n).buffers for n in ns}
+    planned = {
+        n: plan_buffers(
+            cal["circuit"],
+            n,
+            stream_batch=stream_batch,
+            b_g2_on=cal.get("b_g2_on", "cpu"),
+            msm_capacity=cal.get("msm_capacity", "witness"),
+        )
+        for n in extra
+    }
+    for buf in list(doc["buffers"]):
+        if not all(buf in b for b in planned.values()):
+            continue
+        at = {n: float(measured[n][buf]) for n in ns} | {n: float(b[buf]) for n, b in planned.items()}
+        if max(at.values()) == 0:
+            continue
+        xs = sorted(at)
+        doc["buffers"][buf], err = buffer_law(xs, [at[n] for n in xs])
+        cal.setdefault("fit_max_rel_error", {})[f"buffer_{buf}"] = round(err, 4)
+    return extra
+
+
 def inline_laws(doc: Any, key: str = "") -> Any:
     """A profile read back from TOML, with laws and resource uses marked inline again."""
     if isinstance(doc, dict):
@@ -180,6 +218,7 @@ def refit_profile(
     gil: bool = False,
     staged: bool = False,
     device_law: str | None = None,
+    replan: bool = False,
 ) -> dict[str, float]:
     """Refit the stage times of the calibrated profile `src` from its stored
     measurements (sizes <= max_size if given), and with `uses` the stages' uses of the
@@ -187,7 +226,8 @@ def refit_profile(
     [calibration.contention] record for a profile written before calibrate kept it
     (read from the same lease's calibrate log).  `staged`: the MSM phases' footprints
     split into staging and temporaries (restage_footprints).  `device_law`: with `uses`,
-    the law to fit the device for (None: the profile's)."""
+    the law to fit the device for (None: the profile's).  `replan`: the buffers given
+    the memory plan's bytes between the measured sizes too (replan_buffers)."""
     import tomllib
 
     try:
@@ -205,8 +245,9 @@ def refit_profile(
         rx = result_channel_use(doc)
         for ph in doc["stages"].get("synthesis", {}).get("phases", []):
             if rx is not None and ph.get("name") == "transfer":
-                ph["uses"] = {"driver_rx": rx}
+                ph["uses"] = {**ph.get("uses", {}), "driver_rx": rx}
     restaged = restage_footprints(doc) if staged else []
+    replanned = replan_buffers(doc) if replan else []
     cal = doc["calibration"]
     cal["refit_max_size"] = max_size or max(r["constraints"] for r in cal["measurements"].values())
     cal["fit_max_rel_error"].update({k: round(v, 4) for k, v in errors.items()})
@@ -217,6 +258,9 @@ def refit_profile(
     header += " (the interpreter lock's too)." if uses and gil else "."
     if added:
         header += "\n[calibration.contention] added from the lease's calibrate log."
+    if replanned:
+        sizes = ", ".join(map(str, replanned))
+        header += f"\nBuffers with the memory plan's bytes at {sizes} constraints too."
     if restaged:
         header += f"\nFootprints split into staging and temporaries: {', '.join(restaged)}."
     out.write_text(dumps(inline_laws(doc), header))
