@@ -642,3 +642,28 @@ def test_the_exclusive_reading_gives_the_stream_to_whatever_of_a_stage_is_on_it(
     older = {k: v for k, v in queue.items() if k not in EXCLUSIVE_PAIRS}
     assert device_law(older, "exclusive") == "proportional"
     assert fit_device_queue(older, 50.0, "exclusive") == fit_device_queue(older, 50.0)
+
+
+def test_the_shipped_h200_profile_is_its_lease_calibration_read_as_calibrate_reads_it_now() -> None:
+    """h200-cupy is the nineteenth lease's calibration (kept in docs/data) with only what
+    calibrate writes differently now: the device read exclusively, and the buffers given
+    the memory plan's bytes at the sizes the ladder skipped (2^19, 2^21)."""
+    import copy
+    import tomllib
+
+    from simgpu.calibrate.refit import refit_uses, replan_buffers
+
+    shipped = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
+    calibrated = ROOT / "docs" / "data" / "h200-2026-12-04d" / "call1" / "h200-cupy.toml"
+    lease = tomllib.loads(calibrated.read_text())
+    again = copy.deepcopy(lease)
+    refit_uses(again, device_law="exclusive")
+    assert replan_buffers(again) == [1 << 19, 1 << 21]
+    assert shipped["calibration"]["device_law"] == again["calibration"]["device_law"] == "exclusive"
+    for stage in ("prestage", "kernels", "b_g2_msm"):
+        assert shipped["stages"][stage]["uses"]["gpu"] == pytest.approx(again["stages"][stage]["uses"]["gpu"])
+    for buf, law in shipped["buffers"].items():
+        assert dict(again["buffers"][buf]) == law, buf
+    # and nothing else was touched: the stage times are the lease's
+    for stage in shipped["stages"]:
+        assert shipped["stages"][stage].get("time") == lease["stages"][stage].get("time"), stage
