@@ -13,7 +13,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,37 +104,20 @@ def build_profile(
 
     top = runs[-1]
     spec = settings.spec(top.constraints)
-    plan = prover_plan(
-        ProverShape.estimate(spec),
-        stream_batch=stream_batch_of(settings),
-        resident_bases=settings.resident_bases,
-        b_g2_on=settings.b_g2_on,
-        msm_capacity=settings.msm_capacity,
-    )
-    _, stages_fp, _, _ = footprint_tables(plan)
-    planned = {
-        n: plan_buffers(
-            settings.circuit,
-            n,
-            stream_batch=stream_batch_of(settings),
-            resident_bases=settings.resident_bases,
-            b_g2_on=settings.b_g2_on,
-            msm_capacity=settings.msm_capacity,
-        )
-        for n in unmeasured_sizes(ns)
+    plan_settings = {
+        "stream_batch": stream_batch_of(settings),
+        "resident_bases": settings.resident_bases,
+        "b_g2_on": settings.b_g2_on,
+        "msm_capacity": settings.msm_capacity,
     }
-    buffers: dict[str, Any] = {}
-    for buf in stages_buffers(stages_fp):
-        # the measured sizes' plans (their own witnesses), and the plan alone between them
-        at = {r.constraints: float(r.buffers[buf]) for r in runs} | {
-            n: float(b[buf]) for n, b in planned.items()
-        }
-        xs = sorted(at)
-        ys = [at[n] for n in xs]
-        if max(ys) == 0:
-            buffers[buf] = 0
-            continue
-        buffers[buf], errors[f"buffer {buf}"] = buffer_law(xs, ys)
+    plan = prover_plan(ProverShape.estimate(spec), **plan_settings)
+    _, stages_fp, _, _ = footprint_tables(plan)
+    # the measured sizes' plans (their own witnesses), and the plan alone between them
+    by_size = {r.constraints: r.buffers for r in runs} | {
+        n: plan_buffers(settings.circuit, n, **plan_settings) for n in unmeasured_sizes(ns)
+    }
+    buffers, buffer_errors = buffer_laws(stages_buffers(stages_fp), by_size)
+    errors.update({f"buffer {b}": e for b, e in buffer_errors.items()})
     resident = fit_law(ns, [float(max(1, r.buffers["_baseline_vram"])) for r in runs], SIZE_LAWS)
     errors["vram_resident"] = resident.max_rel_error
     hw = _hardware_facts(runs, contention.membw_gbps if contention else None, h2d)
@@ -265,6 +248,23 @@ def unmeasured_sizes(ns: list[int]) -> list[int]:
     17% high, and the peak VRAM of the nineteenth lease's Q and R 4.6% high)."""
     lo, hi = min(ns), max(ns)
     return [1 << k for k in range(lo.bit_length(), hi.bit_length()) if lo < 1 << k < hi and 1 << k not in ns]
+
+
+def buffer_laws(
+    names: Iterable[str], by_size: Mapping[int, Mapping[str, float]]
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Each named buffer's law over the sizes it is given at (fit.buffer_law; 0 where it
+    is empty everywhere), and each law's fit error."""
+    laws: dict[str, Any] = {}
+    errors: dict[str, float] = {}
+    xs = sorted(by_size)
+    for buf in names:
+        ys = [float(by_size[n][buf]) for n in xs]
+        if max(ys) == 0:
+            laws[buf] = 0
+            continue
+        laws[buf], errors[buf] = buffer_law(xs, ys)
+    return laws, errors
 
 
 def plan_buffers(circuit: str, n: int, **plan: Any) -> dict[str, int]:

@@ -112,11 +112,11 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             # Timing work in the worker (one pickle more, where there is no shared memory)
             # is no part of the trip.
             compute, pickling = probe.seconds["compute"], probe.seconds["pickle"]
-            wall -= probe.seconds["extra"]
-            run.add("synthesis", wall)
+            transfer = result_trip(wall, probe.seconds)
+            run.add("synthesis", wall - probe.seconds["extra"])
             run.add("synthesis.compute", compute)
-            run.add("synthesis.transfer", max(0.0, wall - compute))
-            run.add("synthesis.pickle", min(pickling, max(0.0, wall - compute)))
+            run.add("synthesis.transfer", transfer)
+            run.add("synthesis.pickle", min(pickling, transfer))
             _, dt = timed("prep", part, None)
             run.add("prep", dt)
             plan = prover_plan(
@@ -165,6 +165,12 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
     finally:
         ex.close()
     return run
+
+
+def result_trip(wall: float, probe: dict[str, float]) -> float:
+    """A synthesis result's way back: the stage's wall time less its compute and the
+    timing work done in the worker (the executor's StageProbe seconds)."""
+    return max(0.0, wall - probe.get("extra", 0.0) - probe.get("compute", 0.0))
 
 
 def _trace_last(device: Any, last: bool) -> Any:
@@ -439,8 +445,7 @@ def _driver_chain(
         ex.probe = kept
     out: dict[str, float] = {}
     if trip:
-        got = probe.seconds
-        out[TRIP] = max(0.0, wall - got.get("extra", 0.0) - got.get("compute", 0.0))
+        out[TRIP] = result_trip(wall, probe.seconds)
     inputs: dict[str, Any] = {}
     for stage in PRESSURE_STAGES:
         device = on_device if stage == "b_g2_msm" else (0 if stage in ("prestage", "kernels") else None)

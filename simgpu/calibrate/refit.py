@@ -165,8 +165,7 @@ def replan_buffers(doc: dict[str, Any], stream_batch: int = 1 << 22) -> list[int
     powers of two its ladder did not measure, as calibrate now writes them
     (simgpu.calibrate.build.unmeasured_sizes): each buffer's bytes at the measured sizes
     as the profile has them, then buffer_law over both.  Returns the sizes added."""
-    from simgpu.calibrate.build import plan_buffers, unmeasured_sizes
-    from simgpu.calibrate.fit import buffer_law
+    from simgpu.calibrate.build import buffer_laws, plan_buffers, unmeasured_sizes
     from simgpu.profile.schema import profile_from_dict
 
     cal = doc["calibration"]
@@ -175,26 +174,18 @@ def replan_buffers(doc: dict[str, Any], stream_batch: int = 1 << 22) -> list[int
     if not extra:
         return []
     prof = profile_from_dict(doc)
-    measured = {n: prof.resolve(n).buffers for n in ns}
-    planned = {
-        n: plan_buffers(
-            cal["circuit"],
-            n,
-            stream_batch=stream_batch,
-            b_g2_on=cal.get("b_g2_on", "cpu"),
-            msm_capacity=cal.get("msm_capacity", "witness"),
-        )
-        for n in extra
+    plan = {
+        "stream_batch": stream_batch,
+        "b_g2_on": cal.get("b_g2_on", "cpu"),
+        "msm_capacity": cal.get("msm_capacity", "witness"),
     }
-    for buf in list(doc["buffers"]):
-        if not all(buf in b for b in planned.values()):
-            continue
-        at = {n: float(measured[n][buf]) for n in ns} | {n: float(b[buf]) for n, b in planned.items()}
-        if max(at.values()) == 0:
-            continue
-        xs = sorted(at)
-        doc["buffers"][buf], err = buffer_law(xs, [at[n] for n in xs])
-        cal.setdefault("fit_max_rel_error", {})[f"buffer_{buf}"] = round(err, 4)
+    by_size = {n: prof.resolve(n).buffers for n in ns} | {
+        n: plan_buffers(cal["circuit"], n, **plan) for n in extra
+    }
+    names = [b for b in doc["buffers"] if all(b in at for at in by_size.values())]
+    laws, errors = buffer_laws(names, by_size)
+    doc["buffers"].update(laws)
+    cal.setdefault("fit_max_rel_error", {}).update({f"buffer_{b}": round(e, 4) for b, e in errors.items()})
     return extra
 
 

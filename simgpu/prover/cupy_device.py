@@ -47,7 +47,7 @@ class CupyDevice:
     device after first use; otherwise they live in pinned host memory and each MSM streams
     them in batches of `stream_batch` rows (as supraseal does).  msm_capacity: how the G2
     MSM of b_g2_msm sizes its arrays, by the witness or by the key
-    (simgpu.prover.memory_plan.MSM_CAPACITIES).
+    (simgpu.prover.device.MSM_CAPACITIES).
     """
 
     name = "cupy"
