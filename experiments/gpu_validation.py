@@ -304,7 +304,7 @@ def _pct(x: float | None) -> str:
 
 def predict_all(args: argparse.Namespace) -> None:
     prof = load_profile(args.profile)
-    rows = [r for path in [args.json, *args.more_json] for r in json.loads(Path(path).read_text())]
+    rows = [r for path in [args.json, *args.more_json] for r in read_runs(path)]
     table = []
     for r in rows:
         n = r["constraints"]
