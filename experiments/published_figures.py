@@ -73,6 +73,8 @@ class Figure:
     documented: tuple[float, float] | None = None
     runs: int = RUNS
     kind: str = "throughput"
+    #: where the design log publishes it, for the figures the sheet holds back
+    source: str = ""
 
 
 def throughput(runs: list[RunSummary]) -> float:
@@ -203,6 +205,51 @@ FIGURES: list[Figure] = [
 ]
 
 
+#: Figures cuzk's design log publishes that the sheet holds back, to test whether the
+#: mechanisms generalize.  Looked up (2026-12-05) after the profile was fixed, from the
+#: public repository (filecoin-project/curio: extern/cuzk/cuzk-project.md and the
+#: Phase 8-11 proposals in its history); none of them moved a parameter, and none has a
+#: target: the table says how far each is, nothing more.  The log's Phase 8 TIMELINE
+#: figure (37.4 s/proof, pw=10, 5 sectors) is left out: it gives no j, and it contradicts
+#: the sweep's 43.5 at the same pw; Phase 11-12 ran other code (split API, pinned pool).
+HELD_OUT: list[Figure] = [
+    *(
+        Figure(
+            f"Phase 9, one GPU worker, c={c} j={j}",
+            Setting("single-lock", dict(proofs=c, concurrency=j, gpu_workers_per_device=1)),
+            pub,
+            "s/proof",
+            throughput,
+            None,
+            kind="held out",
+            source="cuzk-project.md, Phase 9 results",
+        )
+        for c, j, pub in ((15, 10, 42.9), (15, 15, 41.3), (20, 15, 41.6))
+    ),
+    Figure(
+        "Phase 9, two GPU workers, c=5 j=3",
+        Setting("single-lock", dict(proofs=5, concurrency=3)),
+        41.0,
+        "s/proof",
+        throughput,
+        None,
+        kind="held out",
+        source="cuzk-project.md, Phase 9 results",
+    ),
+    Figure(
+        "Phase 10, one proof alone (completed runs)",
+        Setting("two-lock", dict(proofs=1, concurrency=1, gpu_workers_per_device=3, vram=16 * GiB)),
+        72.5,
+        "s/proof",
+        throughput,
+        None,
+        runs=PHASE10_RUNS,
+        kind="held out",
+        source="c2-optimization-proposal-11.md: 'proof verified with gw=3, single proof: 72.5s'",
+    ),
+]
+
+
 def simulate(profile: Profile, setting: Setting, runs: int) -> list[RunSummary]:
     """`runs` seeded runs of one setting (seeds 0..runs-1)."""
     cfg = PipelineConfig().with_overrides(**setting.config)
@@ -249,7 +296,7 @@ def table(profile: Profile | None = None, runs: int | None = None) -> list[Row]:
     profile = profile or load_profile(PROFILE)
     cache: dict[tuple[Setting, int], list[RunSummary]] = {}
     rows = []
-    for fig in FIGURES:
+    for fig in [*FIGURES, *HELD_OUT]:
         n = fig.runs if runs is None else max(runs, fig.runs if fig.kind == "Phase 10" else runs)
         key = (fig.setting.design, tuple(sorted(fig.setting.config.items())), n)
         if key not in cache:
@@ -285,6 +332,8 @@ def markdown(rows: list[Row]) -> str:
         "| figure | setting | published | predicted | error | target | met | GPU busy |\n"
         "|---|---|---:|---:|---:|---|---|---:|\n"
     )
+    held = [r for r in rows if r.figure.kind == "held out"]
+    rows = [r for r in rows if r.figure.kind != "held out"]
     lines = []
     for r in rows:
         f = r.figure
@@ -332,7 +381,33 @@ def markdown(rows: list[Row]) -> str:
         + "\n".join(notes)
         + "\n"
     )
-    return head + "\n".join(lines) + "\n" + summary
+    return head + "\n".join(lines) + "\n" + summary + held_out_markdown(held)
+
+
+def held_out_markdown(rows: list[Row]) -> str:
+    """The figures the sheet holds back, predicted and never fitted (HELD_OUT)."""
+    if not rows:
+        return ""
+    lines = [
+        "\nFigures the sheet holds back (HELD_OUT: looked up after the profile was fixed; no target,",
+        "none fitted):\n",
+        "| figure | setting | published | predicted | error | GPU busy | where |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        f = r.figure
+        lost = sum(x.failed for x in r.runs)
+        pred = f"{r.predicted:.1f} {f.unit}" + (f" ({lost} of {len(r.runs)} runs failed)" if lost else "")
+        lines.append(
+            f"| {f.name} | {f.setting.label()} | {f.published:g} {f.unit} | {pred} | {r.error:+.1%} "
+            f"| {r.gpu_busy:.0%} | {f.source} |"
+        )
+    errs = [abs(r.error) for r in rows]
+    lines.append(
+        f"\nMedian error {statistics.median(errs):.1%} over the {len(rows)} held-back figures "
+        f"(largest {max(errs):.1%}).\n"
+    )
+    return "\n".join(lines)
 
 
 MARK_BEGIN, MARK_END = "<!-- published-figures -->", "<!-- /published-figures -->"
