@@ -52,14 +52,14 @@ def sequences(record: dict[str, Any]) -> dict[str, list[list[Step]]]:
     """Each GPU stage's episodes in a traced run, as the steps its thread took."""
     kt = record["kernel_trace"]
     names, cats = kt["names"], kt["categories"]
-    mapping, off = st._align(kt)
-    host_of = dict(mapping)
+    owners = st._align(kt)
+    off = owners.off
     calls_at = {
-        (host_of[c[1]], round(c[2], 3)): c for c in kt["calls"] if c[1] in host_of
+        (owners.of(c[1], c[2]), round(c[2], 3)): c for c in kt["calls"] if c[1] in owners
     }  # a copy's call, by its thread and start
     events: dict[int, list[tuple[float, float, str, float]]] = {}
     for op in kt["ops"]:
-        tid = host_of.get(op[5])
+        tid = owners.of(op[5], op[6])
         if tid is None or op[6] is None:
             continue
         if cats[op[1]] == "gpu_memcpy":
@@ -70,8 +70,9 @@ def sequences(record: dict[str, Any]) -> dict[str, list[list[Step]]]:
         else:
             events.setdefault(tid, []).append((op[6] - off, 0.0, "launch", op[3]))
     for name, k, ts, dur in kt["calls"]:
-        if k in host_of and "Synchronize" in names[name]:
-            events.setdefault(host_of[k], []).append((ts - off, dur, "sync", 0.0))
+        tid = owners.of(k, ts)
+        if tid is not None and "Synchronize" in names[name]:
+            events.setdefault(tid, []).append((ts - off, dur, "sync", 0.0))
     for v in events.values():
         v.sort()
     out: dict[str, list[list[Step]]] = {}

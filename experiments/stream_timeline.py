@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import itertools
 import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 GPU_STAGES = ("prestage", "kernels", "b_g2_msm")
 #: Driver calls in which a thread waits for the device.
@@ -50,10 +51,43 @@ def load(path: str) -> list[dict[str, Any]]:
     return [r for r in read_runs(path) if "kernel_trace" in r]
 
 
-def _align(kt: dict[str, Any]) -> tuple[dict[int, int], float]:
-    """(profiler tid -> host tid, CUPTI µs minus span µs): each launching thread is the
-    GPU worker, and the offset the one, that puts the most of its launches inside that
-    worker's GPU stage spans."""
+class Owners:
+    """Which host thread a profiler thread's call at a given moment belongs to.
+
+    A GPU worker is one host thread for the whole run, but split-finalizer starts a
+    finalizer thread per partition, and the system hands a finished thread's id to the
+    next: one profiler thread id can stand for several host threads, one after another.
+    So a profiler thread maps to one or more host threads, and a call goes to the one
+    whose GPU stage span holds it (or to the only one, if it has one)."""
+
+    def __init__(self, hosts: dict[int, list[int]], spans: dict[int, list[tuple[float, float]]], off: float):
+        self.hosts, self.spans, self.off = hosts, spans, off
+        self._starts = {tid: [a for a, _ in ss] for tid, ss in spans.items()}
+
+    def __contains__(self, k: int) -> bool:
+        return k in self.hosts
+
+    def of(self, k: int | None, t: float | None) -> int | None:
+        """The host thread of profiler thread `k`'s call at CUPTI time `t`."""
+        hosts = self.hosts.get(k)
+        if not hosts:
+            return None
+        if len(hosts) == 1:
+            return hosts[0]
+        if t is None:
+            return None
+        for tid in hosts:
+            i = bisect.bisect_right(self._starts[tid], t - self.off) - 1
+            if i >= 0 and self.spans[tid][i][0] <= t - self.off <= self.spans[tid][i][1]:
+                return tid
+        return None
+
+
+def _align(kt: dict[str, Any]) -> Owners:
+    """The profiler's threads matched to the host's, and the offset (CUPTI µs minus span
+    µs) that puts the most of each thread's launches inside its host threads' GPU stage
+    spans.  Each host thread goes to the profiler thread with the most launches inside
+    its spans; a profiler thread may take several (see Owners)."""
     launches: dict[int, list[float]] = defaultdict(list)
     for op in kt["ops"]:
         if op[5] is not None:
@@ -64,57 +98,80 @@ def _align(kt: dict[str, Any]) -> tuple[dict[int, int], float]:
             spans[tid].append((t0, t1))
     for v in spans.values():
         v.sort()
-    sample = {k: sorted(ls)[:: max(1, len(ls) // 400)] for k, ls in launches.items()}
     first = {k: min(ls) for k, ls in launches.items()}
-
-    def score(k: int, tid: int, off: float) -> float:
-        ss = spans[tid]
-        starts = [a for a, _ in ss]
-        inside = 0
-        for t in sample[k]:
-            i = bisect.bisect_right(starts, t - off) - 1
-            inside += i >= 0 and ss[i][0] <= t - off <= ss[i][1]
-        return inside / len(sample[k])
-
-    # one offset for every thread: the first launch of some thread just after one of the
-    # first spans of some worker opens; each thread then goes to a distinct worker
-    candidates = {first[k] - a for k in launches for ss in spans.values() for a, _ in ss[:6]}
-    best = (-1.0, {}, 0.0)
+    starts = {tid: [a for a, _ in ss] for tid, ss in spans.items()}
     ks, tids = sorted(launches), sorted(spans)
-    for off in candidates:
-        for perm in itertools.permutations(tids, len(ks)):
-            total = sum(score(k, tid, off) for k, tid in zip(ks, perm, strict=True))
-            if total > best[0]:
-                best = (total, dict(zip(ks, perm, strict=True)), off)
-    total, mapping, off = best
-    if total < 0.95 * len(ks):
-        raise SystemExit(
-            f"the trace does not align: {total / max(1, len(ks)):.0%} of launches in their spans"
-        )
-    return mapping, _refine(kt, mapping, spans, off)
+
+    def inside(ts: list[float], tid: int, off: float) -> int:
+        ss, st = spans[tid], starts[tid]
+        n = 0
+        for t in ts:
+            i = bisect.bisect_right(st, t - off) - 1
+            n += i >= 0 and ss[i][0] <= t - off <= ss[i][1]
+        return n
+
+    def assign(off: float, per: int) -> tuple[float, dict[int, list[int]]]:
+        from scipy.optimize import linear_sum_assignment
+
+        sample = {k: sorted(launches[k])[:: max(1, len(launches[k]) // per)] for k in ks}
+        counts = np.array([[inside(sample[k], tid, off) for tid in tids] for k in ks])
+        # one to one first (two workers' threads both launch inside a span of one of
+        # them); the host threads left over then go to the thread most inside them
+        rows, cols = linear_sum_assignment(-counts)
+        hosts: dict[int, list[int]] = defaultdict(list)
+        for r, c in zip(rows, cols, strict=True):
+            if counts[r, c]:
+                hosts[ks[r]].append(tids[c])
+        for c in sorted(set(range(len(tids))) - set(cols)):
+            r = int(np.argmax(counts[:, c]))
+            if counts[r, c]:
+                hosts[ks[r]].append(tids[c])
+        got = sum(counts[ks.index(k), tids.index(tid)] for k, ts in hosts.items() for tid in ts)
+        return got / sum(len(v) for v in sample.values()), dict(hosts)
+
+    # one offset for every thread: the first launch of one of the two busiest threads
+    # just after one of the first spans of some host thread opens
+    busiest = sorted(ks, key=lambda k: -len(launches[k]))[:2]
+    candidates = sorted({first[k] - a for k in busiest for ss in spans.values() for a, _ in ss[:6]})
+    screened = {off: assign(off, 100)[0] for off in candidates}
+    top = max(screened.values())
+    # offsets that tie on the launches alone are told apart by the waits too (_refine)
+    best = None
+    for off in (c for c in candidates if screened[c] >= top - 1e-9):
+        share, hosts = assign(off, 400)
+        inside_n, refined = _refine(kt, hosts, spans, off)
+        if best is None or (share, inside_n) > best[:2]:
+            best = (share, inside_n, hosts, refined)
+    share, _, hosts, refined = best
+    if share < 0.95:
+        raise SystemExit(f"the trace does not align: {share:.0%} of launches in their spans")
+    return Owners(hosts, spans, refined)
 
 
-def _refine(kt: dict[str, Any], mapping: dict[int, int], spans: dict[int, list], off: float) -> float:
+def _refine(
+    kt: dict[str, Any], hosts: dict[int, list[int]], spans: dict[int, list], off: float
+) -> tuple[int, float]:
     """The offset to a twentieth of a millisecond: a first launch need not open its span
     (a stage may start with host work), so the coarse offset can be milliseconds off.
-    Every launch and every waiting call of a worker lies inside one of its GPU stage
-    spans: take the shift within 10 ms that puts the most of them there, the middle of
-    the shifts that tie."""
+    Every launch and every waiting call of a profiler thread lies inside one of its host
+    threads' GPU stage spans: take the shift within 10 ms that puts the most of them
+    there, the middle of the shifts that tie.  Returns (how many are inside, offset)."""
     names = kt["names"]
     items: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for op in kt["ops"]:
-        if op[5] in mapping and op[6] is not None:
-            items[mapping[op[5]]].append((op[6], op[6]))
+        if op[5] in hosts and op[6] is not None:
+            items[op[5]].append((op[6], op[6]))
     for name, k, ts, dur in kt["calls"]:
-        if k in mapping and names[name] in WAITS:
-            items[mapping[k]].append((ts, ts + dur))
-    sample = {tid: sorted(v)[:: max(1, len(v) // 800)] for tid, v in items.items()}
-    starts = {tid: [a for a, _ in ss] for tid, ss in spans.items()}
+        if k in hosts and names[name] in WAITS:
+            items[k].append((ts, ts + dur))
+    sample = {k: sorted(v)[:: max(1, len(v) // 800)] for k, v in items.items()}
+    merged = {k: sorted(iv for tid in hosts[k] for iv in spans[tid]) for k in items}
+    starts = {k: [a for a, _ in ss] for k, ss in merged.items()}
 
     def inside(delta: float) -> int:
         n = 0
-        for tid, its in sample.items():
-            ss, st = spans[tid], starts[tid]
+        for k, its in sample.items():
+            ss, st = merged[k], starts[k]
             for a, b in its:
                 i = bisect.bisect_right(st, a - off - delta) - 1
                 n += i >= 0 and ss[i][0] <= a - off - delta and b - off - delta <= ss[i][1]
@@ -123,7 +180,7 @@ def _refine(kt: dict[str, Any], mapping: dict[int, int], spans: dict[int, list],
     scores = [(inside(d), d) for d in range(-10_000, 10_001, 50)]
     top = max(n for n, _ in scores)
     tied = [d for n, d in scores if n == top]
-    return off + tied[len(tied) // 2]
+    return top, off + tied[len(tied) // 2]
 
 
 def _overlap(intervals: list[tuple[float, float]], a: float, b: float) -> float:
@@ -168,12 +225,12 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Every GPU stage of the run, its span split as the module says (µs)."""
     kt = record["kernel_trace"]
     names = kt["names"]
-    mapping, off = _align(kt)
-    host_of = {k: tid for k, tid in mapping.items()}
+    owners = _align(kt)
+    off = owners.off
     dev_ops: dict[int, list[tuple[float, float]]] = defaultdict(list)  # by host tid
     launched: dict[int, list[float]] = defaultdict(list)
     for op in kt["ops"]:
-        tid = host_of.get(op[5])
+        tid = owners.of(op[5], op[6])
         dev_ops[tid].append((op[2] - off, op[2] + op[3] - off))
         if op[6] is not None:
             launched[tid].append(op[6] - off)
@@ -185,8 +242,9 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
     waits: dict[int, list[tuple[float, float]]] = defaultdict(list)
     in_driver: dict[int, list[tuple[float, float]]] = defaultdict(list)  # the other calls
     for name, k, ts, dur in kt["calls"]:
-        if k in host_of:
-            (waits if names[name] in WAITS else in_driver)[host_of[k]].append((ts - off, ts + dur - off))
+        tid = owners.of(k, ts)
+        if tid is not None:
+            (waits if names[name] in WAITS else in_driver)[tid].append((ts - off, ts + dur - off))
     for v in [*waits.values(), *in_driver.values()]:
         v.sort()
     gpu_spans = [s for s in kt["spans"] if s[1] in GPU_STAGES and s[0] in dev_ops]
@@ -288,12 +346,12 @@ def held_calls(record: dict[str, Any]) -> dict[str, Any]:
     time by what the other GPU workers' threads were inside meanwhile (the call, and
     for a copy its kind: "Memcpy HtoD (Pageable -> Device)" and the like), in ms."""
     kt = record["kernel_trace"]
-    mapping, _ = _align(kt)
+    owners = _align(kt)
     names = kt["names"]
     copy_kind = {(o[5], o[6]): names[o[0]] for o in kt["ops"] if o[5] is not None and o[1] == 1}
     calls: dict[int, list[tuple[float, float, str, str]]] = defaultdict(list)
     for n, tid, t0, dur in kt["calls"]:
-        if tid in mapping:
+        if tid in owners:
             calls[tid].append((t0, dur, names[n], copy_kind.get((tid, t0), "")))
     by_call: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     behind: dict[str, float] = defaultdict(float)
