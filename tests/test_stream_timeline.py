@@ -62,6 +62,23 @@ def test_each_gpu_stage_splits_into_its_own_device_time_the_others_and_idle():
     assert b["waiting"] == pytest.approx(38)
 
 
+def test_a_finalizer_thread_whose_id_the_next_one_reuses_keeps_its_own_device_time():
+    """split-finalizer starts a thread per partition, and the system gives a finished
+    thread's id to the next: here the profiler's thread 902 launches first for host
+    thread 12 (b_g2_msm 20-80) and then for host thread 13 (b_g2_msm 130-170), whose
+    kernel runs 140-150 with nothing beside it."""
+    t = _trace()
+    t["ops"].append([1, 0, OFF + 140, 10, 7, 902, OFF + 131])
+    t["calls"].append([2, 902, OFF + 132, 20])
+    t["spans"].append([13, "b_g2_msm", 0, 2, 130.0, 170.0])
+    rows = {(r["tid"], r["stage"]): r for r in stream_timeline.episodes({"kernel_trace": t})}
+    first, second = rows[(12, "b_g2_msm")], rows[(13, "b_g2_msm")]
+    assert first["own_device"] == pytest.approx(10) and first["launches"] == 1
+    assert second["own_device"] == pytest.approx(10) and second["launches"] == 1
+    assert second["others_only"] == 0 and second["idle"] == pytest.approx(30)
+    assert second["waiting"] == pytest.approx(20) and second["beside"] == "nothing"
+
+
 def test_the_samplers_lateness_inside_a_span_is_summed_with_its_run_queue_wait():
     t = _trace()
     # [t, late µs, frames, run-queue µs] on the spans' clock: two inside b_g2_msm (20-80)
