@@ -118,15 +118,13 @@ def _align(kt: dict[str, Any]) -> Owners:
         # one to one first (two workers' threads both launch inside a span of one of
         # them); the host threads left over then go to the thread most inside them
         rows, cols = linear_sum_assignment(-counts)
+        leftover = sorted(set(range(len(tids))) - set(cols))
+        pairs = [*zip(rows, cols, strict=True), *((int(np.argmax(counts[:, c])), c) for c in leftover)]
         hosts: dict[int, list[int]] = defaultdict(list)
-        for r, c in zip(rows, cols, strict=True):
+        for r, c in pairs:
             if counts[r, c]:
                 hosts[ks[r]].append(tids[c])
-        for c in sorted(set(range(len(tids))) - set(cols)):
-            r = int(np.argmax(counts[:, c]))
-            if counts[r, c]:
-                hosts[ks[r]].append(tids[c])
-        got = sum(counts[ks.index(k), tids.index(tid)] for k, ts in hosts.items() for tid in ts)
+        got = sum(int(counts[r, c]) for r, c in pairs)
         return got / sum(len(v) for v in sample.values()), dict(hosts)
 
     # one offset for every thread: the first launch of one of the two busiest threads

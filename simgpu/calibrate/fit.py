@@ -105,10 +105,14 @@ def buffer_law(ns: list[int], ys: list[float]) -> tuple[Inline, float]:
     points = [[n, int(y)] for n, y in zip(ns, ys, strict=True)]
     if f.max_rel_error > EXACT:
         return Inline(points=points), 0.0
-    if max(abs(f(n) - y) for n, y in zip(ns, ys, strict=True)) > EXACT_BYTES:
+    if not _to_the_byte(f, ns, ys):
         return Inline(points=points, beyond=f.law_table()), 0.0
     f = snapped(f, ns, ys)
     return f.law_table(), f.max_rel_error
+
+
+def _to_the_byte(f: Fit, ns: list[int], ys: list[float]) -> bool:
+    return all(abs(f(n) - y) <= EXACT_BYTES for n, y in zip(ns, ys, strict=True))
 
 
 def snapped(f: Fit, ns: list[int], ys: list[float]) -> Fit:
@@ -118,7 +122,7 @@ def snapped(f: Fit, ns: list[int], ys: list[float]) -> Fit:
     a profile should carry the same law whichever machine wrote it."""
     for decimals in range(13):
         g = Fit(f.law, {k: round(v, decimals) for k, v in f.coeffs.items()}, 0.0)
-        if all(abs(g(n) - y) <= EXACT_BYTES for n, y in zip(ns, ys, strict=True)):
+        if _to_the_byte(g, ns, ys):
             g.max_rel_error = max(abs(g(n) - y) / max(abs(y), 1e-12) for n, y in zip(ns, ys, strict=True))
             return g
     return f
