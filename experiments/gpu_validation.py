@@ -510,6 +510,37 @@ def _host_speed(table: list, profile: Path) -> list[str]:
         + "."
         + also,
         "",
+        *_error_by_host_speed(table, statistics.median(at.values()) if at else None),
+    ]
+
+
+#: The bins of a run's host speed against calibrate's: the run's slower reading (before or
+#: after it) over calibrate's median, up to each bound.
+HOST_BINS = ((1.1, "within 10% of calibrate's"), (1.3, "10-30% slower"), (math.inf, "over 30% slower"))
+
+
+def _error_by_host_speed(table: list, cal_ms: float | None) -> list[str]:
+    """Each completed run's throughput error, grouped by how much slower than calibrate's
+    the host ran during it: a model calibrated on a fast host predicts a slow one fast, and
+    this tells that apart from the model's own error."""
+    if not cal_ms:
+        return []
+    bins: dict[str, list[float]] = {name: [] for _, name in HOST_BINS}
+    for r, c in table:
+        thr, refs = c["throughput (s/proof)"], r.get("host_reference_s")
+        if not refs or not thr["measured"] or not thr["predicted"] or c["proofs failed"]["measured"]:
+            continue
+        slow = max(refs) * 1e3 / cal_ms
+        name = next(name for bound, name in HOST_BINS if slow <= bound)
+        bins[name].append(100 * (thr["predicted"] / thr["measured"] - 1))
+    rows = [
+        f"{name}: {len(v)} runs, median {statistics.median(v):+.1f}% ({min(v):+.1f} to {max(v):+.1f})"
+        for name, v in bins.items()
+        if v
+    ]
+    return [
+        "Throughput error of each completed run by the host's speed during it: " + "; ".join(rows) + ".",
+        "",
     ]
 
 

@@ -1,6 +1,7 @@
 """How the one stream served each GPU stage (experiments/stream_timeline.py) and its
 replay with a driver lock (experiments/driver_lock_replay.py), worked by hand on small
-traces, and the validation's OOM rule (experiments/gpu_validation.py)."""
+traces, and the validation's OOM rule and its errors by the host's speed
+(experiments/gpu_validation.py)."""
 
 from __future__ import annotations
 
@@ -132,6 +133,32 @@ def test_a_trace_whose_launches_fall_outside_every_span_is_refused():
 )
 def test_the_oom_outcome_is_right_when_the_model_gives_the_real_count_a_fair_chance(p, k, n, right):
     assert gpu_validation.oom_plausible(p, k, n) is right
+
+
+def _run(pred: float, real: float, refs_ms: tuple[float, float], failed: int = 0) -> tuple[dict, dict]:
+    """One validation run as gpu_validation's table holds it: (record, comparison)."""
+    record = {"host_reference_s": [x / 1e3 for x in refs_ms]}
+    return record, {
+        "throughput (s/proof)": {"predicted": pred, "measured": real},
+        "proofs failed": {"measured": failed},
+    }
+
+
+def test_the_throughput_error_is_told_by_the_hosts_speed_during_each_run():
+    table = [
+        _run(0.95, 1.00, (1.00, 1.05)),  # calibrate's speed (1.0 ms): -5%
+        _run(0.90, 1.00, (1.00, 1.20)),  # 20% slower at its slowest: -10%
+        _run(0.80, 1.00, (1.90, 2.00)),  # twice as slow: -20%
+        _run(0.70, 1.00, (1.80, 1.90)),  # and -30%
+        _run(0.50, 1.00, (1.00, 1.00), failed=2),  # lost proofs: not a throughput
+    ]
+    (line, blank) = gpu_validation._error_by_host_speed(table, cal_ms=1.0)
+    assert blank == ""
+    assert "within 10% of calibrate's: 1 runs, median -5.0%" in line
+    assert "10-30% slower: 1 runs, median -10.0%" in line
+    assert "over 30% slower: 2 runs, median -25.0% (-30.0 to -20.0)" in line
+    # without calibrate's reading there is nothing to compare with
+    assert gpu_validation._error_by_host_speed(table, cal_ms=None) == []
 
 
 def test_long_stretches_are_the_host_work_with_no_driver_call_in_it():
