@@ -11,6 +11,7 @@ from conftest import load_experiment
 stream_timeline = load_experiment("stream_timeline")
 gpu_validation = load_experiment("gpu_validation")
 driver_lock_replay = load_experiment("driver_lock_replay")  # imports stream_timeline, loaded above
+pipeline_replay = load_experiment("pipeline_replay")  # imports both, loaded above
 
 #: CUPTI's clock runs this far ahead of the spans' clock in the trace below (µs).
 OFF = 1_000_000.0
@@ -243,3 +244,36 @@ def test_a_profilers_trace_is_compacted_with_each_ops_launching_call_and_the_clo
     # and the timeline reads it: the kernels' own device time inside its span
     (ep,) = stream_timeline.episodes({"kernel_trace": rec})
     assert ep["own_device"] == pytest.approx(400.0, abs=60)  # the kernel and the copy, µs
+
+
+def _replay_two(gil_switch: float | None) -> dict[int, float]:
+    """Thread 1 queues a 30 µs kernel at 0 after 100 µs of Python (or at once, without a
+    lock); thread 0, 1 µs of Python later, queues 10 µs and waits for it."""
+    import simpy
+
+    Step = driver_lock_replay.Step
+    env = simpy.Environment()
+    gil = pipeline_replay.Gil(env, gil_switch) if gil_switch else None
+    r = pipeline_replay.Replay(env, gil, wake=50.0)
+    other = [Step(100.0 if gil else 0.0, "launch", 30.0), Step(0.0, "end")]
+    target = [Step(1.0, "launch", 10.0), Step(0.0, "sync"), Step(0.0, "end")]
+    p1 = env.process(r.run(other, 1))
+    p0 = env.process(r.run(target, 0))
+    env.run(until=env.all_of([p0, p1]))
+    return {0: p0.value, 1: p1.value}
+
+
+def test_a_sync_on_the_one_stream_waits_for_the_other_threads_work_queued_ahead():
+    # the other's 30 µs kernel runs 0-30, ours 30-40: we wait 29 µs for its work
+    assert _replay_two(None)[0] == pytest.approx(40.0)
+
+
+def test_the_interpreter_lock_holds_a_launch_back_until_the_holder_must_drop_it():
+    # the other holds the lock in 100 µs of Python; after a 20 µs switch interval it must
+    # drop it: our 1 µs of Python runs 20-21, our kernel 21-31 on an idle device, and the
+    # sync returns before the wake-up, so we keep the lock to the end
+    spans = _replay_two(gil_switch=20.0)
+    assert spans[0] == pytest.approx(31.0)
+    # the other gets it back at 31 and runs its last 80 µs of Python: 111, then its
+    # kernel (queued, not waited for)
+    assert spans[1] == pytest.approx(111.0)
