@@ -7,8 +7,14 @@ lease_machine() {  # what the machine is: the GPU, the cores, the CPU
   lscpu | grep -E "^(Model name|NUMA node\(s\))"
 }
 
+time_left() {  # time_left LIMIT NAME: whether LIMIT seconds remain (`timeout 0` would never stop)
+  [ "$1" -gt 0 ] && return 0
+  echo "$2 skipped: the call's time is spent"; return 1
+}
+
 lease_calibrate() {  # lease_calibrate LIMIT [ARGS...]: calibrate as h200-cupy was measured, into $PROFILE
   local limit=$1; shift
+  time_left "$limit" calibrate || return 1
   timeout "$limit" python3 -m simgpu.cli calibrate --out "$PROFILE" --sizes 2^18..2^22 --repeats 6 --b-g2-on gpu \
     --b-g2-threads 8 --circuit porep --contention-size 2^20 "$@" > "$LOGS/calibrate.log" 2>&1
   echo "calibrate rc=$? at $SECONDS s"; grep -E "at once|beside|trip|wrote" "$LOGS/calibrate.log"; cp "$PROFILE" "$LOGS/"
@@ -16,6 +22,7 @@ lease_calibrate() {  # lease_calibrate LIMIT [ARGS...]: calibrate as h200-cupy w
 
 lease_validate() {  # lease_validate LIMIT NAME CAP ARGS...: part of gpu_validation.py's grid, capped group at CAP MiB
   local limit=$1 name=$2 cap=$3; shift 3
+  time_left "$limit" "$name" || return 1
   timeout "$limit" python3 experiments/gpu_validation.py measure --profile "$PROFILE" --tight-mib "22=$cap" \
     --json "$LOGS/$name.json" "$@" > "$LOGS/$name.log" 2>&1
   echo "$name rc=$? at $SECONDS s"; grep -E "s/proof" "$LOGS/$name.log" | cut -c1-120
