@@ -48,8 +48,13 @@ class Step:
     device: float = 0.0  # µs of device work it queues
 
 
-def sequences(record: dict[str, Any]) -> dict[str, list[list[Step]]]:
-    """Each GPU stage's episodes in a traced run, as the steps its thread took."""
+#: A thread's calls in order: (start µs on the spans' clock, µs the call itself took
+#: where it waits, kind, µs of device work it queues).
+Event = tuple[float, float, str, float]
+
+
+def thread_events(record: dict[str, Any]) -> dict[int, list[Event]]:
+    """Every host thread's launches, copies and syncs in a traced run, in order."""
     kt = record["kernel_trace"]
     names, cats = kt["names"], kt["categories"]
     owners = st._align(kt)
@@ -57,7 +62,7 @@ def sequences(record: dict[str, Any]) -> dict[str, list[list[Step]]]:
     calls_at = {
         (owners.of(c[1], c[2]), round(c[2], 3)): c for c in kt["calls"] if c[1] in owners
     }  # a copy's call, by its thread and start
-    events: dict[int, list[tuple[float, float, str, float]]] = {}
+    events: dict[int, list[Event]] = {}
     for op in kt["ops"]:
         tid = owners.of(op[5], op[6])
         if tid is None or op[6] is None:
@@ -75,17 +80,34 @@ def sequences(record: dict[str, Any]) -> dict[str, list[list[Step]]]:
             events.setdefault(tid, []).append((ts - off, dur, "sync", 0.0))
     for v in events.values():
         v.sort()
+    return events
+
+
+def steps_in(events: list[Event], t0: float, t1: float) -> list[Step]:
+    """A thread's steps from t0 to t1.  A wait that began just before t0 and ended after
+    it is taken as the first step (the spans' clock and the profiler's agree to 0.1-0.3
+    ms only, so a stage's first sync can fall in the stage before): its time is a wait,
+    not host time."""
+    steps, prev = [], t0
+    for start, call, kind, _device in events:
+        if kind in ("sync", "pageable") and t0 - 1000.0 <= start < t0 < start + call:
+            steps.append(Step(0.0, kind, 0.0))
+            prev = start + call
+    for start, call, kind, device in events:
+        if t0 <= start <= t1:
+            steps.append(Step(max(0.0, start - prev), kind, device))
+            prev = max(prev, start + call)
+    steps.append(Step(max(0.0, t1 - prev), "end"))
+    return steps
+
+
+def sequences(record: dict[str, Any]) -> dict[str, list[list[Step]]]:
+    """Each GPU stage's episodes in a traced run, as the steps its thread took."""
+    events = thread_events(record)
     out: dict[str, list[list[Step]]] = {}
-    for tid, stage, _proof, _index, t0, t1 in kt["spans"]:
-        if stage not in st.GPU_STAGES or tid not in events:
-            continue
-        steps, prev = [], t0
-        for start, call, kind, device in events[tid]:
-            if t0 <= start <= t1:
-                steps.append(Step(max(0.0, start - prev), kind, device))
-                prev = max(prev, start + call)
-        steps.append(Step(max(0.0, t1 - prev), "end"))
-        out.setdefault(stage, []).append(steps)
+    for tid, stage, _proof, _index, t0, t1 in record["kernel_trace"]["spans"]:
+        if stage in st.GPU_STAGES and tid in events:
+            out.setdefault(stage, []).append(steps_in(events[tid], t0, t1))
     return out
 
 

@@ -35,37 +35,15 @@ from typing import Any
 
 import simpy
 import stream_timeline as st
-from driver_lock_replay import PAGEABLE, Step
+from driver_lock_replay import Step, steps_in, thread_events
 
 
 def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every GPU stage episode of a traced run: tid, stage, t0, t1 and its steps (as
-    driver_lock_replay.sequences takes them, per episode)."""
-    kt = record["kernel_trace"]
-    names, cats = kt["names"], kt["categories"]
-    owners = st._align(kt)
-    off = owners.off
-    calls_at = {(owners.of(c[1], c[2]), round(c[2], 3)): c for c in kt["calls"] if c[1] in owners}
-    events: dict[int, list[tuple[float, float, str, float]]] = {}
-    for op in kt["ops"]:
-        tid = owners.of(op[5], op[6])
-        if tid is None or op[6] is None:
-            continue
-        if cats[op[1]] == "gpu_memcpy":
-            call = calls_at.get((tid, round(op[6], 3)))
-            dur = call[3] if call else 0.0
-            kind = "pageable" if PAGEABLE in names[op[0]] else "copy"
-            events.setdefault(tid, []).append((op[6] - off, dur if kind == "pageable" else 0.0, kind, op[3]))
-        else:
-            events.setdefault(tid, []).append((op[6] - off, 0.0, "launch", op[3]))
-    for name, k, ts, dur in kt["calls"]:
-        tid = owners.of(k, ts)
-        if tid is not None and "Synchronize" in names[name]:
-            events.setdefault(tid, []).append((ts - off, dur, "sync", 0.0))
-    for v in events.values():
-        v.sort()
+    """Every GPU stage episode of a traced run: tid, stage, t0, t1, its steps and its
+    thread's events (driver_lock_replay.thread_events)."""
+    events = thread_events(record)
     out = []
-    for tid, stage, proof, index, t0, t1 in kt["spans"]:
+    for tid, stage, proof, index, t0, t1 in record["kernel_trace"]["spans"]:
         if stage not in st.GPU_STAGES or tid not in events:
             continue
         out.append(
@@ -81,24 +59,6 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def steps_in(events: list[tuple[float, float, str, float]], t0: float, t1: float) -> list[Step]:
-    """A thread's steps from t0 to t1.  A wait that began just before t0 and ended after
-    it is taken as the first step (the spans' clock and the profiler's agree to 0.1-0.3
-    ms only, so a stage's first sync can fall in the stage before): its time is a wait,
-    not host time."""
-    steps, prev = [], t0
-    for start, call, kind, _device in events:
-        if kind in ("sync", "pageable") and t0 - 1000.0 <= start < t0 < start + call:
-            steps.append(Step(0.0, kind, 0.0))
-            prev = start + call
-    for start, call, kind, device in events:
-        if t0 <= start <= t1:
-            steps.append(Step(max(0.0, start - prev), kind, device))
-            prev = max(prev, start + call)
-    steps.append(Step(max(0.0, t1 - prev), "end"))
-    return steps
 
 
 class Gil:
