@@ -199,7 +199,10 @@ def test_calibrate_the_cpu_backend(tmp_path):
     assert len(doc["calibration"]["measurements"]["n64"]["epilogue_ref"]) == EPILOGUE_SAMPLES
     refs = [statistics.median(m["epilogue_ref"]) for m in doc["calibration"]["measurements"].values()]
     drift = doc["calibration"]["host_drift"]
-    assert drift == pytest.approx(max(refs) / min(refs), abs=1e-3)
+    # the record rounds the drift to 1e-3 and each sample to 1 µs: the ratio of the
+    # rounded medians may stray by that much (1.065 against 1.06399 on a 2-core machine)
+    slack = 5e-4 + drift * 5e-7 * (1 / min(refs) + 1 / max(refs))
+    assert drift == pytest.approx(max(refs) / min(refs), abs=slack)
     assert ("speed moved" in " ".join(r.output.split())) == (drift > HOST_DRIFT_WARN)  # Rich may wrap
     assert "buffer_arrays" not in doc  # the CPU backend's ledger has no pool to trace
     # the allocator a cap meets: exact bytes in the CPU backend's ledger (CuPy's caching
