@@ -18,6 +18,14 @@ thread never waits for the device: on the one stream that the workers share, a c
 queues behind the other workers' kernels.  A read-back lands in a block and is copied
 out, after a stream synchronize.
 
+Each thread that uploads has its own crew of packers, so that one worker's packing
+never queues behind another's.  Whether that mattered was measured, not assumed: the
+twenty-first lease's traces had b_g2_msm's uploads leave just after the next worker's
+prestage's, but an A/B on an H100 (experiments/copier_ab.py, docs/data/h100-2026-12-05)
+found none.  b_g2_msm beside one prestage took 73.0 ms with one crew for the process
+and 73.8 with its own (63.3 alone), and beside prestage and kernels 132.8 and 130.3
+(medians of 10).
+
 Host memory: the blocks in flight, at most about one partition's a, b and c per GPU
 worker (384 MiB at 2^22), stay in CuPy's pinned pool once freed; the model's host
 ledger does not carry them.
@@ -40,20 +48,34 @@ from simgpu.gpu import cuda
 #: lease scripts (experiments/device_lease16.sh), not a setting for a prover.
 PAGEABLE_ENV = "SIMGPU_PAGEABLE_COPIES"
 
+#: Set (to anything) for one crew of copiers shared by every thread, as before each
+#: thread had its own: the A/B of experiments/copier_ab.py, not a setting for a prover.
+SHARED_COPIERS_ENV = "SIMGPU_SHARED_COPIERS"
+
 #: Uploads at least this large are packed by the copier threads, in this many pieces.
 PARALLEL_BYTES = 8 << 20
 COPIERS = 4
 
-_copiers: ThreadPoolExecutor | None = None
-_copiers_lock = threading.Lock()
+#: Per thread: its crew of copiers and its blocks in flight.
+_local = threading.local()
+_shared: ThreadPoolExecutor | None = None
+_shared_lock = threading.Lock()
 
 
 def _pool() -> ThreadPoolExecutor:
-    global _copiers
-    with _copiers_lock:
-        if _copiers is None:
-            _copiers = ThreadPoolExecutor(COPIERS, thread_name_prefix="staging")
-        return _copiers
+    """The calling thread's crew of copiers (made at its first large upload; its threads
+    end once the calling thread has ended and the crew is collected)."""
+    if os.environ.get(SHARED_COPIERS_ENV):
+        global _shared
+        with _shared_lock:
+            if _shared is None:
+                _shared = ThreadPoolExecutor(COPIERS, thread_name_prefix="staging")
+            return _shared
+    mine = getattr(_local, "copiers", None)
+    if mine is None:
+        name = threading.current_thread().name
+        mine = _local.copiers = ThreadPoolExecutor(COPIERS, thread_name_prefix=f"staging-{name}")
+    return mine
 
 
 class _InFlight:
@@ -72,9 +94,6 @@ class _InFlight:
         # the pool (and so to another thread) before the copy has left them
         for ev, _ in self.blocks:
             ev.synchronize()
-
-
-_local = threading.local()
 
 
 def _in_flight() -> _InFlight:

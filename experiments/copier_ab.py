@@ -1,0 +1,211 @@
+"""b_g2_msm beside the next worker's prestage, with one crew of staging copiers for the
+process or one per thread (issue #19, item 4; simgpu.gpu.transfer).
+
+In the pipeline a worker's b_g2_msm starts as the next worker's prestage does (the lock
+passes between them).  Both pack their uploads into page-locked blocks with copier
+threads.  With one crew for the process b_g2_msm's uploads wait for the prestage's.  This
+times, on one partition and interleaved, b_g2_msm:
+
+  alone          nothing beside it
+  shared         beside one prestage, one crew for the process (SIMGPU_SHARED_COPIERS)
+  own            beside one prestage, a crew per thread (the prover's default)
+  shared+k, own+k  the same, the prestage followed by that partition's kernels, as in
+                 the pipeline
+
+and for each its time to its first upload and to its first stream synchronize (the
+host stretch before it first waits for the device).  Every b_g2_msm result must equal
+the alone one, and at the smallest size the CPU's (arkworks) too.  The side worker is one
+long-lived thread, as a GPU worker is.
+
+    python experiments/copier_ab.py --sizes 2^20 2^22 --repeats 8 --json out/copier-ab.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import queue
+import statistics
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from simgpu.gpu import transfer
+from simgpu.prover import groth16
+from simgpu.real.executor import ProverExecutor, ProverSettings
+from simgpu.sched.work import Partition, Proof
+from simgpu.units import parse_size
+
+CASES = ("alone", "shared", "own", "shared+k", "own+k")
+
+
+class Marks:
+    """Times of a thread's first upload and first read-back (the first stream wait)."""
+
+    def __init__(self) -> None:
+        self.tid: int | None = None
+        self.first: dict[str, float] = {}
+        self._up, self._down = transfer.to_device, transfer.to_host
+
+        def up(*a: Any, **k: Any) -> Any:
+            if threading.get_ident() == self.tid:
+                self.first.setdefault("upload", time.perf_counter())
+            return self._up(*a, **k)
+
+        def down(*a: Any, **k: Any) -> Any:
+            if threading.get_ident() == self.tid:
+                self.first.setdefault("sync", time.perf_counter())
+            return self._down(*a, **k)
+
+        transfer.to_device, transfer.to_host = up, down
+
+    def arm(self) -> None:
+        self.tid, self.first = threading.get_ident(), {}
+
+
+class SideWorker:
+    """A long-lived thread that runs what it is handed, as a GPU worker thread does."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.Queue = queue.Queue()
+        threading.Thread(target=self._run, name="side-worker", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            fn, done, out = self.jobs.get()
+            try:
+                out["value"] = fn()
+            except BaseException as e:  # handed back to the caller
+                out["error"] = e
+            done.set()
+
+    def start(self, fn: Any) -> tuple[threading.Event, dict]:
+        done, out = threading.Event(), {}
+        self.jobs.put((fn, done, out))
+        return done, out
+
+
+def fresh(ex: ProverExecutor, n: int, i: int) -> Partition:
+    part = Partition(Proof(700 + i, 1, n), 0, n)
+    part.host = ex.run_stage("synthesis", part, None, {})
+    ex.run_stage("prep", part, None, {})
+    return part
+
+
+def measure(n: int, repeats: int, log: Any, backend_name: str = "cupy") -> dict[str, Any]:
+    settings = ProverSettings(
+        backend=backend_name, b_g2_on="gpu", msm_capacity="key", circuit="porep", b_g2_threads=8
+    ).check(n)
+    ex = ProverExecutor(settings.spec(n), settings)
+    backend = ex.backends[0]
+    marks, side = Marks(), SideWorker()
+    try:
+        target, other = fresh(ex, n, 0), fresh(ex, n, 1)
+        kept = tuple(
+            np.array(x) for x in (other.host.prepared.a, other.host.prepared.b, other.host.prepared.c)
+        )
+
+        def restore() -> None:  # prestage lets a, b, c go: give them back before it starts
+            prepared = other.host.prepared
+            prepared.a, prepared.b, prepared.c = (x.copy() for x in kept)
+
+        def next_worker(kernels: bool) -> float:
+            t = time.perf_counter()
+            buffers = ex.run_stage("prestage", other, 0, {})
+            dt = time.perf_counter() - t
+            try:
+                if kernels:
+                    ex.run_stage("kernels", other, 0, {"buffers": buffers})
+            finally:
+                buffers.free()
+            return dt
+
+        def b_g2() -> Any:
+            marks.arm()
+            t = time.perf_counter()
+            g = groth16.b_g2_msm(target.host.prepared, ex.pk, backend=backend)
+            backend.synchronize()
+            end = time.perf_counter()
+            return g, end - t, marks.first.get("upload", end) - t, marks.first.get("sync", end) - t
+
+        reference, *_ = b_g2()  # warm-up (kernels compiled, pools grown)
+        restore()
+        next_worker(True)
+        if n <= 1 << 20:
+            cpu = groth16.b_g2_msm(target.host.prepared, ex.pk, 8)
+            if cpu != reference:
+                raise SystemExit(f"n={n}: the device's b_g2_msm differs from the CPU's")
+            log(f"n={n:,}: the device's b_g2_msm equals the CPU's (arkworks)")
+        rows: dict[str, list[tuple[float, ...]]] = {c: [] for c in CASES}
+        for rep in range(repeats):
+            for case in CASES[rep % len(CASES) :] + CASES[: rep % len(CASES)]:
+                if case.startswith("shared"):
+                    os.environ[transfer.SHARED_COPIERS_ENV] = "1"
+                else:
+                    os.environ.pop(transfer.SHARED_COPIERS_ENV, None)
+                backend.synchronize()
+                if case == "alone":
+                    g, total, up, sync = b_g2()
+                    pre = float("nan")
+                else:
+                    restore()
+                    done, out = side.start(functools.partial(next_worker, case.endswith("+k")))
+                    g, total, up, sync = b_g2()
+                    done.wait()
+                    if "error" in out:
+                        raise out["error"]
+                    pre = out["value"]
+                if g != reference:
+                    raise SystemExit(f"n={n} {case}: b_g2_msm differs from its value alone")
+                rows[case].append((total, up, sync, pre))
+        os.environ.pop(transfer.SHARED_COPIERS_ENV, None)
+    finally:
+        ex.close()
+    return {"n": n, "rows": rows}
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    out = [
+        "| n | case | b_g2_msm ms | spread | to first upload ms | to first sync ms | prestage beside ms |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        for case, rows in r["rows"].items():
+            tot = [x[0] * 1e3 for x in rows]
+            med = statistics.median
+            spread = (max(tot) - min(tot)) / med(tot) if tot else 0.0
+            pre = [x[3] * 1e3 for x in rows if x[3] == x[3]]
+            out.append(
+                f"| 2^{r['n'].bit_length() - 1} | {case} | {med(tot):.1f} | {spread:.0%} "
+                f"| {med(x[1] * 1e3 for x in rows):.1f} | {med(x[2] * 1e3 for x in rows):.1f} "
+                f"| {med(pre):.1f} |"
+                if pre
+                else f"| 2^{r['n'].bit_length() - 1} | {case} | {med(tot):.1f} | {spread:.0%} "
+                f"| {med(x[1] * 1e3 for x in rows):.1f} | {med(x[2] * 1e3 for x in rows):.1f} | - |"
+            )
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", nargs="+", default=["2^20", "2^22"])
+    ap.add_argument("--repeats", type=int, default=8)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--backend", default="cupy", help="cpu: a dry run of the script, no copies to time")
+    args = ap.parse_args()
+    results = []
+    for s in args.sizes:
+        results.append(measure(parse_size(s), args.repeats, print, args.backend))
+        print(f"n={s}: done", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f)
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
