@@ -17,7 +17,13 @@ host stretch before it first waits for the device).  Every b_g2_msm result must 
 the alone one, and at the smallest size the CPU's (arkworks) too.  The side worker is one
 long-lived thread, as a GPU worker is.
 
+`--predict PROFILE --json FILE` plays the same scenes in the model's runtime (no GPU): the
+b_g2_msm stage started with the other worker's prestage (and kernels), each case's
+prediction beside the measured median.  No noise: the model's stage times are its means.
+
     python experiments/copier_ab.py --sizes 2^20 2^22 --repeats 8 --json out/copier-ab.json
+    python experiments/copier_ab.py --predict docs/data/h100-2026-12-05/call1/h100-cupy-key.toml \
+        --json docs/data/h100-2026-12-05/ab/copier-ab.json
 """
 
 from __future__ import annotations
@@ -168,6 +174,51 @@ def measure(n: int, repeats: int, log: Any, backend_name: str = "cupy") -> dict[
     return {"n": n, "rows": rows}
 
 
+def predicted(profile_path: str, n: int) -> dict[str, float]:
+    """b_g2_msm's seconds in the model: alone, and started with the other worker's
+    prestage (then its kernels), on one device of the profile."""
+    from simgpu.config import PipelineConfig, Workload
+    from simgpu.model.sim import SimRuntime
+    from simgpu.profile.schema import load_profile
+    from simgpu.sched.work import Worker
+
+    profile = load_profile(profile_path)
+    out: dict[str, float] = {}
+    for case, beside in (("alone", None), ("own", False), ("own+k", True)):
+        rt = SimRuntime(profile, PipelineConfig(), Workload("scene", 2, n), record_phases=False)
+        rt._noise = {k: (0.0, 0.0) for k in rt._noise}  # means, not draws
+        target, other = Partition(Proof(0, 2, n), 0, n), Partition(Proof(0, 2, n), 1, n)
+        took: dict[str, float] = {}
+
+        def g2(rt: SimRuntime = rt, took: dict = took, target: Partition = target) -> Any:
+            yield rt.stage("b_g2_msm", target, 0)
+            took["b_g2_msm"] = rt.now()
+
+        def next_worker(rt: SimRuntime = rt, other: Partition = other, kernels: bool | None = beside) -> Any:
+            buffers = yield rt.stage("prestage", other, 0)
+            if kernels:
+                yield rt.stage("kernels", other, 0, buffers=buffers)
+            rt.free(buffers)
+
+        rt.spawn(g2(), "b_g2_msm", worker=Worker(0, 0).name)
+        if beside is not None:
+            rt.spawn(next_worker(), "next", worker=Worker(0, 1).name)
+        rt.env.run()
+        out[case] = took["b_g2_msm"]
+    return out
+
+
+def compare(profile_path: str, results: list[dict[str, Any]]) -> str:
+    out = ["| n | case | b_g2_msm ms, model / card (median) | error |", "|---|---|---:|---:|"]
+    for r in results:
+        pred = predicted(profile_path, r["n"])
+        for case, p in pred.items():
+            real = statistics.median(x[0] for x in r["rows"][case]) * 1e3
+            size = f"2^{r['n'].bit_length() - 1}"
+            out.append(f"| {size} | {case} | {p * 1e3:.1f} / {real:.1f} | {p * 1e3 / real - 1:+.1%} |")
+    return "\n".join(out)
+
+
 def table(results: list[dict[str, Any]]) -> str:
     out = [
         "| n | case | b_g2_msm ms | spread | to first upload ms | to first sync ms | prestage beside ms |",
@@ -196,7 +247,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=8)
     ap.add_argument("--json", default=None)
     ap.add_argument("--backend", default="cupy", help="cpu: a dry run of the script, no copies to time")
+    ap.add_argument("--predict", metavar="PROFILE", help="the model's b_g2_msm for --json's measured scenes")
     args = ap.parse_args()
+    if args.predict:
+        with open(args.json) as f:
+            print(compare(args.predict, json.load(f)))
+        return
     results = []
     for s in args.sizes:
         results.append(measure(parse_size(s), args.repeats, print, args.backend))
