@@ -46,7 +46,7 @@ from simgpu.real.executor import ProverExecutor, ProverSettings
 from simgpu.sched.work import Partition, Proof
 from simgpu.units import parse_size
 
-CASES = ("alone", "shared", "own", "shared+k", "own+k")
+CASES = ("alone", "shared", "own", "shared+k", "own+k", "next alone")
 
 
 class Marks:
@@ -119,16 +119,19 @@ def measure(n: int, repeats: int, log: Any, backend_name: str = "cupy") -> dict[
             prepared = other.host.prepared
             prepared.a, prepared.b, prepared.c = (x.copy() for x in kept)
 
-        def next_worker(kernels: bool) -> float:
+        def next_worker(kernels: bool) -> tuple[float, float, Any]:
+            """The other worker's prestage (and kernels): their seconds, the kernels' points."""
             t = time.perf_counter()
             buffers = ex.run_stage("prestage", other, 0, {})
-            dt = time.perf_counter() - t
+            t1 = time.perf_counter()
+            points, t2 = None, float("nan")
             try:
                 if kernels:
-                    ex.run_stage("kernels", other, 0, {"buffers": buffers})
+                    points = ex.run_stage("kernels", other, 0, {"buffers": buffers})
+                    t2 = time.perf_counter() - t1
             finally:
                 buffers.free()
-            return dt
+            return t1 - t, t2, points
 
         def b_g2() -> Any:
             marks.arm()
@@ -140,7 +143,7 @@ def measure(n: int, repeats: int, log: Any, backend_name: str = "cupy") -> dict[
 
         reference, *_ = b_g2()  # warm-up (kernels compiled, pools grown)
         restore()
-        next_worker(True)
+        *_, kernel_points = next_worker(True)
         if n <= 1 << 20:
             cpu = groth16.b_g2_msm(target.host.prepared, ex.pk, 8)
             if cpu != reference:
@@ -154,9 +157,13 @@ def measure(n: int, repeats: int, log: Any, backend_name: str = "cupy") -> dict[
                 else:
                     os.environ.pop(transfer.SHARED_COPIERS_ENV, None)
                 backend.synchronize()
+                nan = float("nan")
+                g, total, up, sync, pre, kern, points = reference, nan, nan, nan, nan, nan, None
                 if case == "alone":
                     g, total, up, sync = b_g2()
-                    pre = float("nan")
+                elif case == "next alone":
+                    restore()
+                    pre, kern, points = next_worker(True)
                 else:
                     restore()
                     done, out = side.start(functools.partial(next_worker, case.endswith("+k")))
@@ -164,79 +171,99 @@ def measure(n: int, repeats: int, log: Any, backend_name: str = "cupy") -> dict[
                     done.wait()
                     if "error" in out:
                         raise out["error"]
-                    pre = out["value"]
+                    pre, kern, points = out["value"]
                 if g != reference:
                     raise SystemExit(f"n={n} {case}: b_g2_msm differs from its value alone")
-                rows[case].append((total, up, sync, pre))
+                if points is not None and points != kernel_points:
+                    raise SystemExit(f"n={n} {case}: the kernels' points differ from their value alone")
+                rows[case].append((total, up, sync, pre, kern))
         os.environ.pop(transfer.SHARED_COPIERS_ENV, None)
     finally:
         ex.close()
     return {"n": n, "rows": rows}
 
 
-def predicted(profile_path: str, n: int) -> dict[str, float]:
-    """b_g2_msm's seconds in the model: alone, and started with the other worker's
-    prestage (then its kernels), on one device of the profile."""
+def predicted(profile_path: str, n: int) -> dict[str, tuple[float, float]]:
+    """(b_g2_msm's, the next worker's kernels') seconds in the model, in each scene, on
+    one device of the profile; nan where the scene has no such stage."""
     from simgpu.config import PipelineConfig, Workload
     from simgpu.model.sim import SimRuntime
     from simgpu.profile.schema import load_profile
     from simgpu.sched.work import Worker
 
     profile = load_profile(profile_path)
-    out: dict[str, float] = {}
-    for case, beside in (("alone", None), ("own", False), ("own+k", True)):
+    scenes = {"alone": (True, None), "own": (True, False), "own+k": (True, True), "next alone": (False, True)}
+    out: dict[str, tuple[float, float]] = {}
+    for case, (with_g2, beside) in scenes.items():
         rt = SimRuntime(profile, PipelineConfig(), Workload("scene", 2, n), record_phases=False)
-        rt._noise = {k: (0.0, 0.0) for k in rt._noise}  # means, not draws
+        rt._noise = {k: (0.0, 0.0) for k in rt._noise}  # the stages' means, not draws
         target, other = Partition(Proof(0, 2, n), 0, n), Partition(Proof(0, 2, n), 1, n)
-        took: dict[str, float] = {}
+        took = {"b_g2_msm": float("nan"), "kernels": float("nan")}
 
         def g2(rt: SimRuntime = rt, took: dict = took, target: Partition = target) -> Any:
             yield rt.stage("b_g2_msm", target, 0)
             took["b_g2_msm"] = rt.now()
 
-        def next_worker(rt: SimRuntime = rt, other: Partition = other, kernels: bool | None = beside) -> Any:
+        def next_worker(
+            rt: SimRuntime = rt, took: dict = took, other: Partition = other, k: Any = beside
+        ) -> Any:
             buffers = yield rt.stage("prestage", other, 0)
-            if kernels:
+            if k:
+                t = rt.now()
                 yield rt.stage("kernels", other, 0, buffers=buffers)
+                took["kernels"] = rt.now() - t
             rt.free(buffers)
 
-        rt.spawn(g2(), "b_g2_msm", worker=Worker(0, 0).name)
+        if with_g2:
+            rt.spawn(g2(), "b_g2_msm", worker=Worker(0, 0).name)
         if beside is not None:
             rt.spawn(next_worker(), "next", worker=Worker(0, 1).name)
         rt.env.run()
-        out[case] = took["b_g2_msm"]
+        out[case] = (took["b_g2_msm"], took["kernels"])
     return out
 
 
 def compare(profile_path: str, results: list[dict[str, Any]]) -> str:
-    out = ["| n | case | b_g2_msm ms, model / card (median) | error |", "|---|---|---:|---:|"]
+    out = [
+        "| n | case | b_g2_msm ms, model / card | error | next worker's kernels ms, model / card | error |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+
+    def cell(p: float, xs: list[float]) -> str:
+        xs = [x for x in xs if x == x]
+        if p != p or not xs:
+            return "- | -"
+        real = statistics.median(xs)
+        return f"{p * 1e3:.1f} / {real * 1e3:.1f} | {p / real - 1:+.1%}"
+
     for r in results:
-        pred = predicted(profile_path, r["n"])
-        for case, p in pred.items():
-            real = statistics.median(x[0] for x in r["rows"][case]) * 1e3
+        for case, (g2, kern) in predicted(profile_path, r["n"]).items():
+            rows = r["rows"].get(case, [])
             size = f"2^{r['n'].bit_length() - 1}"
-            out.append(f"| {size} | {case} | {p * 1e3:.1f} / {real:.1f} | {p * 1e3 / real - 1:+.1%} |")
+            kern_real = [x[4] for x in rows if len(x) > 4]
+            out.append(f"| {size} | {case} | {cell(g2, [x[0] for x in rows])} | {cell(kern, kern_real)} |")
     return "\n".join(out)
 
 
 def table(results: list[dict[str, Any]]) -> str:
     out = [
-        "| n | case | b_g2_msm ms | spread | to first upload ms | to first sync ms | prestage beside ms |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| n | case | b_g2_msm ms | spread | to first upload ms | to first sync ms "
+        "| next worker's prestage ms | its kernels ms |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def med(xs: list[float], fmt: str = "{:.1f}") -> str:
+        xs = [x * 1e3 for x in xs if x == x]  # nan: not run in this case
+        return fmt.format(statistics.median(xs)) if xs else "-"
+
     for r in results:
         for case, rows in r["rows"].items():
-            tot = [x[0] * 1e3 for x in rows]
-            med = statistics.median
-            spread = (max(tot) - min(tot)) / med(tot) if tot else 0.0
-            pre = [x[3] * 1e3 for x in rows if x[3] == x[3]]
+            tot = [x[0] * 1e3 for x in rows if x[0] == x[0]]
+            spread = f"{(max(tot) - min(tot)) / statistics.median(tot):.0%}" if tot else "-"
+            col = list(zip(*rows, strict=True)) + [[float("nan")] * len(rows)]  # older files: no kernels
             out.append(
-                f"| 2^{r['n'].bit_length() - 1} | {case} | {med(tot):.1f} | {spread:.0%} "
-                f"| {med(x[1] * 1e3 for x in rows):.1f} | {med(x[2] * 1e3 for x in rows):.1f} "
-                f"| {med(pre):.1f} |"
-                if pre
-                else f"| 2^{r['n'].bit_length() - 1} | {case} | {med(tot):.1f} | {spread:.0%} "
-                f"| {med(x[1] * 1e3 for x in rows):.1f} | {med(x[2] * 1e3 for x in rows):.1f} | - |"
+                f"| 2^{r['n'].bit_length() - 1} | {case} | {med(col[0])} | {spread} | {med(col[1])} "
+                f"| {med(col[2])} | {med(col[3])} | {med(col[4])} |"
             )
     return "\n".join(out)
 
@@ -257,9 +284,9 @@ def main() -> None:
     for s in args.sizes:
         results.append(measure(parse_size(s), args.repeats, print, args.backend))
         print(f"n={s}: done", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f)
+        if args.json:  # after each size: a call that runs out of time keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump(results, f)
     print(table(results))
 
 
