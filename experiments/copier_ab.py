@@ -19,7 +19,7 @@ long-lived thread, as a GPU worker is.
 
 `--predict PROFILE --json FILE` plays the same scenes in the model's runtime (no GPU): the
 b_g2_msm stage started with the other worker's prestage (and kernels), each case's
-prediction beside the measured median.  No noise: the model's stage times are its means.
+prediction (the mean of SEEDS runs of the model) beside the measured median.
 
     python experiments/copier_ab.py --sizes 2^20 2^22 --repeats 8 --json out/copier-ab.json
     python experiments/copier_ab.py --predict docs/data/h100-2026-12-05/call1/h100-cupy-key.toml \
@@ -46,6 +46,8 @@ from simgpu.real.executor import ProverExecutor, ProverSettings
 from simgpu.sched.work import Partition, Proof
 from simgpu.units import parse_size
 
+#: Monte Carlo runs of each scene in the model (its stage noise, mean 1).
+SEEDS = 40
 CASES = ("alone", "shared", "own", "shared+k", "own+k", "next alone")
 
 
@@ -183,43 +185,50 @@ def measure(n: int, repeats: int, log: Any, backend_name: str = "cupy") -> dict[
     return {"n": n, "rows": rows}
 
 
-def predicted(profile_path: str, n: int) -> dict[str, tuple[float, float]]:
-    """(b_g2_msm's, the next worker's kernels') seconds in the model, in each scene, on
-    one device of the profile; nan where the scene has no such stage."""
+def scene(profile: Any, n: int, seed: int, with_g2: bool, beside: bool | None) -> tuple[float, float]:
+    """One run of a scene in the model: (b_g2_msm's seconds, the next worker's kernels'),
+    nan where the scene has no such stage.  beside: None, no next worker; False, its
+    prestage; True, its prestage and kernels."""
     from simgpu.config import PipelineConfig, Workload
     from simgpu.model.sim import SimRuntime
-    from simgpu.profile.schema import load_profile
     from simgpu.sched.work import Worker
+
+    rt = SimRuntime(profile, PipelineConfig(), Workload("scene", 2, n), seed=seed, record_phases=False)
+    target, other = Partition(Proof(0, 2, n), 0, n), Partition(Proof(0, 2, n), 1, n)
+    took = {"b_g2_msm": float("nan"), "kernels": float("nan")}
+
+    def g2() -> Any:
+        yield rt.stage("b_g2_msm", target, 0)
+        took["b_g2_msm"] = rt.now()
+
+    def next_worker() -> Any:
+        buffers = yield rt.stage("prestage", other, 0)
+        if beside:
+            t = rt.now()
+            yield rt.stage("kernels", other, 0, buffers=buffers)
+            took["kernels"] = rt.now() - t
+        rt.free(buffers)
+
+    if with_g2:
+        rt.spawn(g2(), "b_g2_msm", worker=Worker(0, 0).name)
+    if beside is not None:
+        rt.spawn(next_worker(), "next", worker=Worker(0, 1).name)
+    rt.env.run()
+    return took["b_g2_msm"], took["kernels"]
+
+
+def predicted(profile_path: str, n: int) -> dict[str, tuple[float, float]]:
+    """(b_g2_msm's, the next worker's kernels') seconds in the model in each scene, on one
+    device of the profile: the mean of SEEDS runs."""
+    from simgpu.profile.schema import load_profile
 
     profile = load_profile(profile_path)
     scenes = {"alone": (True, None), "own": (True, False), "own+k": (True, True), "next alone": (False, True)}
     out: dict[str, tuple[float, float]] = {}
     for case, (with_g2, beside) in scenes.items():
-        rt = SimRuntime(profile, PipelineConfig(), Workload("scene", 2, n), record_phases=False)
-        rt._noise = {k: (0.0, 0.0) for k in rt._noise}  # the stages' means, not draws
-        target, other = Partition(Proof(0, 2, n), 0, n), Partition(Proof(0, 2, n), 1, n)
-        took = {"b_g2_msm": float("nan"), "kernels": float("nan")}
-
-        def g2(rt: SimRuntime = rt, took: dict = took, target: Partition = target) -> Any:
-            yield rt.stage("b_g2_msm", target, 0)
-            took["b_g2_msm"] = rt.now()
-
-        def next_worker(
-            rt: SimRuntime = rt, took: dict = took, other: Partition = other, k: Any = beside
-        ) -> Any:
-            buffers = yield rt.stage("prestage", other, 0)
-            if k:
-                t = rt.now()
-                yield rt.stage("kernels", other, 0, buffers=buffers)
-                took["kernels"] = rt.now() - t
-            rt.free(buffers)
-
-        if with_g2:
-            rt.spawn(g2(), "b_g2_msm", worker=Worker(0, 0).name)
-        if beside is not None:
-            rt.spawn(next_worker(), "next", worker=Worker(0, 1).name)
-        rt.env.run()
-        out[case] = (took["b_g2_msm"], took["kernels"])
+        runs = [scene(profile, n, seed, with_g2, beside) for seed in range(SEEDS)]
+        g2, kern = (statistics.mean(col) for col in zip(*runs, strict=True))
+        out[case] = (g2, kern)
     return out
 
 
