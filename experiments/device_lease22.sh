@@ -27,27 +27,9 @@ CALL=${1:?which call: 1, 2 or 3}
 END=${2:-585}
 LOGS=$OUT/lease22-$CALL
 mkdir -p "$LOGS" out
-# the card's name in the profile's: a lease that gets an H100 calibrates an H100 profile
-case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" in
-  *H100*) PROFILE=out/h100-cupy-key.toml ;;
-  *) PROFILE=out/h200-cupy-key.toml ;;
-esac
 source "$(dirname "$0")/lease_lib.sh"
-until_() { local t=$1; [ "$t" -gt "$END" ] && t=$END; left "$t"; }  # until_ T: seconds to min(T, END)
+lease_profile
 lease_machine
-host_probe() {  # the reference loop (calibrate's measure of the host's speed) every 0.25 s for $1 s
-  python3 - "$1" <<'PY' | tee -a "$LOGS/host.log"
-import statistics, sys, time
-from simgpu.calibrate.measure import reference_seconds
-end, xs = time.time() + float(sys.argv[1]), []
-while time.time() < end:
-    xs.append(reference_seconds() * 1e3); time.sleep(0.25)
-q = statistics.quantiles(xs, n=10)
-print(f"host: reference loop {min(xs):.2f} / {q[0]:.2f} / {statistics.median(xs):.2f} / {q[-1]:.2f} / {max(xs):.2f} ms (min/p10/median/p90/max, {len(xs)} samples)")
-if q[-1] > 1.3 * min(xs):  # the twenty-first and twenty-second leases' hosts: two modes, 1.0 and 2.0 ms
-    print(f"HOST UNSTEADY: its p90 is {q[-1] / min(xs):.2f}x its fastest")
-PY
-}
 drifted() { grep -q "host's speed moved" "$LOGS/calibrate.log"; }
 host_probe 20
 if [ "$CALL" = 1 ] && [ "${STEADY:-0}" = 1 ] && grep -q "HOST UNSTEADY" "$LOGS/host.log"; then

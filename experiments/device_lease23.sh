@@ -20,22 +20,10 @@ CALL=${1:?which call: 1 or 2}
 END=${2:-585}
 LOGS=$OUT/lease23-$CALL
 mkdir -p "$LOGS" out
-case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" in
-  *H100*) PROFILE=out/h100-cupy-key.toml ;;
-  *) PROFILE=out/h200-cupy-key.toml ;;
-esac
 source "$(dirname "$0")/lease_lib.sh"
-until_() { local t=$1; [ "$t" -gt "$END" ] && t=$END; left "$t"; }
+lease_profile
 lease_machine
-python3 - <<'PY' | tee -a "$LOGS/host.log"
-import statistics, time
-from simgpu.calibrate.measure import reference_seconds
-end, xs = time.time() + 10, []
-while time.time() < end:
-    xs.append(reference_seconds() * 1e3); time.sleep(0.1)
-q = statistics.quantiles(xs, n=10)
-print(f"host: reference loop {min(xs):.2f} / {q[0]:.2f} / {statistics.median(xs):.2f} / {q[-1]:.2f} / {max(xs):.2f} ms (min/p10/median/p90/max, {len(xs)} samples)")
-PY
+host_probe 10
 if [ "$CALL" = 1 ]; then
   lim=$(until_ 150)
   time_left "$lim" copier_ab && { timeout "$lim" python3 experiments/copier_ab.py --sizes 2^20 2^22 --repeats 8 \

@@ -1,6 +1,6 @@
 # Shared steps of the H200 lease scripts (experiments/device_lease8.sh and later):
 # `source` it after setting LOGS (this call's output folder) and PROFILE (the profile
-# kept on the machine between calls).
+# kept on the machine between calls), or call lease_profile to name it by the card.
 
 lease_machine() {  # what the machine is: the GPU, the cores, the CPU
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc
@@ -37,3 +37,28 @@ lease_calibrate_once() {  # lease_calibrate_once CALL LIMIT [ARGS...]: calibrate
 }
 
 left() { echo $(( $1 - SECONDS )); }  # left END: the seconds from now to END s into the call
+
+until_() {  # until_ T: the seconds from now to min(T, END) s into the call (END: the call's last second)
+  local t=$1; [ "$t" -gt "$END" ] && t=$END; left "$t"
+}
+
+lease_profile() {  # PROFILE by the card: a lease that gets an H100 calibrates an H100 profile
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" in
+    *H100*) PROFILE=out/h100-cupy-key.toml ;;
+    *) PROFILE=out/h200-cupy-key.toml ;;
+  esac
+}
+
+host_probe() {  # host_probe SECONDS: the reference loop (calibrate's measure of the host's speed) every 0.25 s
+  python3 - "$1" <<'PY' | tee -a "$LOGS/host.log"
+import statistics, sys, time
+from simgpu.calibrate.measure import reference_seconds
+end, xs = time.time() + float(sys.argv[1]), []
+while time.time() < end:
+    xs.append(reference_seconds() * 1e3); time.sleep(0.25)
+q = statistics.quantiles(xs, n=10)
+print(f"host: reference loop {min(xs):.2f} / {q[0]:.2f} / {statistics.median(xs):.2f} / {q[-1]:.2f} / {max(xs):.2f} ms (min/p10/median/p90/max, {len(xs)} samples)")
+if q[-1] > 1.3 * min(xs):  # the twenty-first to twenty-third leases' hosts: two modes, about 1.0 and 2.0 ms
+    print(f"HOST UNSTEADY: its p90 is {q[-1] / min(xs):.2f}x its fastest")
+PY
+}
