@@ -171,7 +171,7 @@ def measure(args: argparse.Namespace) -> None:
                 trace = _trace(ex, label in (args.alloc_trace or ()))
                 flushes, shortfalls = _flushes(ex), len(_shortfalls(ex))
                 before, synth_before = _host_reference(), _synthesis_reference(settings.circuit)
-                t = time.perf_counter()
+                t, wall0 = time.perf_counter(), time.time()
                 runtime = RealRuntime(ex, cfg, wl, seed=repeat)
                 if label in (args.kernel_trace or ()):
                     from kernel_trace import KernelTrace
@@ -181,6 +181,7 @@ def measure(args: argparse.Namespace) -> None:
                 else:
                     ktrace = None
                     result = runtime.run(resolve_design(design).fn)
+                wall1 = time.time()
                 after, synth_after = _host_reference(), _synthesis_reference(settings.circuit)
                 ok = ex.verified
                 summary = summarize(result)
@@ -217,6 +218,9 @@ def measure(args: argparse.Namespace) -> None:
                         # loops over memory, as synthesis and prep are), fastest of three
                         "host_synthesis_s": [synth_before, synth_after],
                         "switch_interval_s": sys.getswitchinterval(),
+                        # when the run began and ended (unix seconds), to read the all-core
+                        # host watcher's samples of its stretch (experiments/host_modes.py)
+                        "wall_s": [wall0, wall1],
                     }
                 )
                 # every stage of every partition, when it ran and on which worker: what ran
@@ -426,6 +430,7 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         + f"; the largest, {100 * spread:.1f}%, is the noise the errors above stand beside.",
         "",
         *_host_speed(table, Path(args.profile)),
+        *_error_by_host_factor(table, args.host_watch, args.calibrate_span),
     ]
     pairs, wrong = 0, []
     for a, b in itertools.combinations(sorted(real), 2):
@@ -544,6 +549,48 @@ def _error_by_host_speed(table: list, cal_ms: float | None) -> list[str]:
     ]
 
 
+def _error_by_host_factor(table: list, watch: list[str], span: str) -> list[str]:
+    """Each completed run's throughput error, grouped by the host's all-core mean factor
+    during it over calibrate's (experiments/host_modes.py): every core sampled side by
+    side, where `host_reference_s` is one thread's reading before and after a run."""
+    if not watch or not span:
+        return []
+    from host_modes import mean_factor, read
+
+    rows = [row for f in watch for row in read(Path(f))]
+    if not rows:
+        return []
+    fastest = min(ms for _, _, ms in rows)
+    t0, t1 = (float(x) for x in span.split(","))
+    cal = [r for r in rows if t0 <= r[0] <= t1]
+    if not cal:
+        return [f"No all-core host samples between {t0:.0f} and {t1:.0f} (calibrate's stretch).", ""]
+    at_cal = mean_factor(cal, fastest)
+    bins: dict[str, list[tuple[float, float]]] = {name: [] for _, name in HOST_BINS}
+    for r, c in table:
+        thr, wall = c["throughput (s/proof)"], r.get("wall_s")
+        if not wall or not thr["measured"] or not thr["predicted"] or c["proofs failed"]["measured"]:
+            continue
+        during = [x for x in rows if wall[0] <= x[0] <= wall[1]]
+        if not during:
+            continue
+        ratio = mean_factor(during, fastest) / at_cal
+        name = next(name for bound, name in HOST_BINS if ratio <= bound)
+        bins[name].append((100 * (thr["predicted"] / thr["measured"] - 1), ratio))
+    out = [
+        f"{name}: {len(v)} runs (host {min(x for _, x in v):.2f}-{max(x for _, x in v):.2f}x calibrate's), "
+        f"median {statistics.median(e for e, _ in v):+.1f}%"
+        for name, v in bins.items()
+        if v
+    ]
+    return [
+        f"All-core host factor during calibrate {at_cal:.3f} (every core's fixed loop over the fastest "
+        "sample, experiments/host_modes.py).  Throughput error of each completed run by that factor "
+        "during it over calibrate's: " + "; ".join(out) + ".",
+        "",
+    ]
+
+
 def _write_between_markers(path: Path, lines: list[str]) -> None:
     a, b = "<!-- gpu-validation -->", "<!-- /gpu-validation -->"
     text = path.read_text() if path.exists() else "# Validation\n"
@@ -603,6 +650,17 @@ def main() -> None:
         type=float,
         default=0.0,
         help="the interpreter's switch interval in seconds for the runs (0: Python's default, 5 ms)",
+    )
+    ap.add_argument(
+        "--host-watch",
+        nargs="*",
+        default=[],
+        help="predict: the all-core host samples of the lease (experiments/host_modes.py watch)",
+    )
+    ap.add_argument(
+        "--calibrate-span",
+        default="",
+        help="predict: calibrate's start and end in unix seconds, T0,T1 (with --host-watch)",
     )
     args = ap.parse_args()
     measure(args) if args.step == "measure" else predict_all(args)

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The twenty-fourth lease (issue #19, item 5): the twenty-second's plan, with the host
+# watched on every core for the whole of each call (experiments/host_modes.py).  The
+# 24th lease's first look found no steady host to wait for: each core flips between
+# about 1.1x and 1.9x its fastest every 0.1-0.4 s, 5-14 of 16 cores slow at any moment,
+# the host's mean over all cores 1.4-1.8 from second to second.  So this lease does not
+# filter hosts: it calibrates and validates on the one it gets, and reads each run's
+# stretch of the all-core samples against calibrate's (gpu_validation.py predict
+# --host-watch --calibrate-span), in place of one thread's loop before and after.
+#   call 1: calibrate --msm-capacity key (its span written to calibrate.span), A-G;
+#   call 2: H-R with the capped group at 2176 MiB, the capped group again;
+#   call 3: a second pass of the uncapped configurations (the spread), capped again.
+# A call that finds a fresh machine (no profile) calibrates first and says so.
+# The working tree must stay under the device's 64 MiB: move docs/data/h*-2026-* aside.
+#
+#   bash experiments/device_lease24.sh 1|2|3 [END]
+# END (default 585): the second of the call by which its last step must end.
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-out/device}
+CALL=${1:?which call: 1, 2 or 3}
+END=${2:-585}
+LOGS=$OUT/lease24-$CALL
+mkdir -p "$LOGS" out
+source "$(dirname "$0")/lease_lib.sh"
+lease_profile
+lease_machine
+python3 experiments/host_modes.py watch "$LOGS/host.csv" --seconds "$END" &
+WATCH=$!
+calibrate_spanned() {  # calibrate, with its start and end in unix seconds kept for predict
+  local t0; t0=$(date +%s.%N)
+  lease_calibrate "$@"
+  echo "$t0,$(date +%s.%N)" > out/calibrate.span; cp out/calibrate.span "$LOGS/"
+}
+if [ "$CALL" = 1 ]; then
+  calibrate_spanned 300 --msm-capacity key
+  lease_validate "$(until_ 585)" grid-A-G 2176 --only A B C D E F G && touch out/lease24-A-G-done
+else
+  [ -f "$PROFILE" ] || { echo "FRESH MACHINE: no $PROFILE, calibrating again"; calibrate_spanned 300 --msm-capacity key; }
+  if [ "$CALL" = 2 ]; then
+    [ -f out/lease24-A-G-done ] || lease_validate "$(until_ 250)" grid-A-G 2176 --only A B C D E F G
+    lease_validate "$(until_ 480)" grid-H-R 2176 --only H I J K L M N O P Q R
+    lease_validate "$(until_ 585)" capped-1 2176 --only H I J K
+  else
+    lease_validate "$(until_ 300)" second-pass 2176 --only A C D F G L M N O Q R
+    lease_validate "$(until_ 400)" capped-2 2176 --only H I J K
+    lease_validate "$(until_ 585)" capped-3 2176 --only H I J K
+  fi
+fi
+kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null
+python3 experiments/host_modes.py summary "$LOGS/host.csv" | tail -2
+[ -f out/calibrate.span ] && python3 experiments/host_modes.py summary "$LOGS/host.csv" \
+  --from "$(cut -d, -f1 out/calibrate.span)" --to "$(cut -d, -f2 out/calibrate.span)" | tail -1
+(cd "$LOGS" && tar -cf runs.tar ./*.json ./*.toml ./*.span 2>/dev/null; rm -f ./*.json ./*.toml)
+(cd "$LOGS" && gzip -f host.csv && tar -cf texts.tar ./*.log ./host.csv.gz && rm ./*.log ./host.csv.gz)
+ls -la "$LOGS"
