@@ -8,7 +8,7 @@ process pinned to each core, side by side, and writes every sample as it is take
 (`unix time, core, ms` a line), so a watcher stopped at any moment loses nothing:
 
     python experiments/host_modes.py watch out/host.csv --seconds 600 &   # beside a run
-    python experiments/host_modes.py summary out/host.csv [--from T0 --to T1] [--fastest MS]
+    python experiments/host_modes.py summary out/host.csv[.gz] [--from T0 --to T1] [--fastest MS]
 
 `summary` gives each core's median and share of slow samples, how many cores were slow
 at once, and the host's mean factor: the mean over every sample of its time over the
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import multiprocessing as mp
 import os
 import statistics
@@ -57,7 +58,8 @@ def watch(path: Path, seconds: float, gap: float, cores: int) -> None:
 
 def read(path: Path, t0: float | None = None, t1: float | None = None) -> list[tuple[float, int, float]]:
     rows = []
-    for line in path.read_text().splitlines():
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    for line in text.splitlines():
         parts = line.split(",")
         if len(parts) != 3:
             continue  # a line cut short when the watcher was stopped
