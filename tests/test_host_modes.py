@@ -1,0 +1,60 @@
+"""The all-core host watcher (experiments/host_modes.py) and how a validation reads each
+run's stretch of it against calibrate's (gpu_validation.predict --host-watch)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import pytest
+from conftest import load_experiment
+
+host_modes = load_experiment("host_modes")
+gpu_validation = load_experiment("gpu_validation")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins a probe to each core")
+def test_a_watch_writes_every_cores_samples_as_it_takes_them(tmp_path):
+    out = tmp_path / "host.csv"
+    host_modes.watch(out, seconds=1.0, gap=0.1, cores=2)
+    rows = host_modes.read(out)
+    assert {core for _, core, _ in rows} == {0, 1}
+    assert all(ms > 0 for _, _, ms in rows)
+    # a gzipped file reads the same, and a line cut short by a stopped watcher is skipped
+    gz = tmp_path / "host.csv.gz"
+    gz.write_bytes(gzip.compress(out.read_bytes() + b"1796487000.1,0"))
+    assert host_modes.read(gz) == rows
+    assert "host mean factor" in host_modes.summary(rows)
+
+
+def test_the_mean_factor_is_every_sample_over_the_fastest():
+    # one core at full speed, one in the slow mode: the host runs at 1.5x on average
+    rows = [(0.0, 0, 1.0), (0.0, 1, 2.0), (0.25, 0, 1.0), (0.25, 1, 2.0)]
+    assert host_modes.mean_factor(rows, fastest=1.0) == pytest.approx(1.5)
+
+
+def _run(t0: float, t1: float, measured: float, predicted: float) -> tuple[dict, dict]:
+    return (
+        {"wall_s": [t0, t1]},
+        {
+            "throughput (s/proof)": {"measured": measured, "predicted": predicted},
+            "proofs failed": {"measured": 0},
+        },
+    )
+
+
+def test_each_run_is_binned_by_the_host_during_it_against_calibrates(tmp_path):
+    watch = tmp_path / "host.csv"
+    lines = []
+    for t in range(0, 30):  # calibrate (0-9 s) and the first run (10-19 s) at 1.2 ms, the second at 1.8
+        ms = 1.8 if t >= 20 else 1.2
+        lines += [f"{t + 0.5:.3f},{c},{ms}" for c in range(4)]
+    lines.append("0.1,0,1.0")  # the fastest sample
+    watch.write_text("\n".join(lines) + "\n")
+    table = [_run(10, 19.9, 1.0, 0.95), _run(20, 29.9, 1.0, 0.90)]
+    text = " ".join(gpu_validation._error_by_host_factor(table, [str(watch)], "0,9.9"))
+    assert "during calibrate 1.195" in text  # 40 samples of 1.2 and the one of 1.0: 49/41
+    assert "within 10% of calibrate's: 1 runs (host 1.00-1.00x calibrate's), median -5.0%" in text
+    assert "over 30% slower: 1 runs (host 1.51-1.51x calibrate's), median -10.0%" in text
+    # without the watcher's files or calibrate's span it says nothing
+    assert gpu_validation._error_by_host_factor(table, [], "0,9.9") == []
