@@ -1,0 +1,101 @@
+"""What a stage meets in the pipeline, and how its time follows it: each span of one
+stage in real runs, read against the spans of every other stage that overlapped it.
+
+A stage that runs 30% over its calibrated time in the pipeline may be losing to the
+syntheses (other processes), to other driver threads (prep, the epilogue), or to the
+device (another worker's kernels).  For every span of STAGE in the runs of one size
+this measures, per other stage, how much of the span it overlapped (the overlapped
+seconds of all its spans over the span's length: 2.0 is two of them throughout), and
+fits the span's stretch over its time alone as a sum of those overlaps, by least
+squares with no intercept:
+
+    stretch - 1 = sum over stages s of c_s * overlap_s
+
+c_s reads as "a whole span beside one s adds c_s of the stage's time".  It is a
+correlation over the runs' own mix, not an experiment: stages that run together in
+every design (b_g2_msm and the next worker's kernels) share their credit.  Use it to
+choose what calibrate should time a stage beside, not as a profile's parameter.
+
+    python experiments/stage_overlap.py --profile P.toml --stage prep --size 2^22 RUNS.json...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from simgpu.profile import load_profile
+from simgpu.units import parse_count
+
+STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
+#: A stage that overlapped the spans less than this on average is fitted but not shown.
+RARE = 0.05
+
+
+def overlaps(spans: list[list], stage: str) -> list[tuple[str, float, list[float]]]:
+    """(configuration, seconds, overlap per STAGES) of every span of `stage` in `spans`
+    (a run's `stage_spans`: proof, partition, stage, worker, start, end)."""
+    out = []
+    for p, i, st, _, a, b in spans:
+        if st != stage or b <= a:
+            continue
+        seen = dict.fromkeys(STAGES, 0.0)
+        for p2, i2, st2, _, a2, b2 in spans:
+            if st2 in seen and not (p2 == p and i2 == i and st2 == st):
+                seen[st2] += max(0.0, min(b, b2) - max(a, a2))
+        out.append((stage, b - a, [seen[s] / (b - a) for s in STAGES]))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", type=Path, help="gpu_validation.py measure --json files")
+    ap.add_argument("--profile", required=True, help="the lease's calibration: the stage's time alone")
+    ap.add_argument("--stage", required=True, choices=STAGES)
+    ap.add_argument("--size", required=True, help="constraints, e.g. 2^22")
+    ap.add_argument("--capped", action="store_true", help="read the runs under a VRAM cap too")
+    args = ap.parse_args()
+    n = parse_count(args.size, "--size", minimum=1)
+    st = load_profile(args.profile).resolve(n).stages[args.stage]
+    alone = sum(ph.seconds for ph in st.phases)
+    rows, by_cfg = [], {}
+    for f in args.runs:
+        for run in json.loads(f.read_text()):
+            if run["constraints"] != n or (run.get("vram_cap") and not args.capped):
+                continue
+            got = overlaps(run["stage_spans"], args.stage)
+            rows += got
+            by_cfg.setdefault(run["label"], []).extend(s for _, s, _ in got)
+    if not rows:
+        raise SystemExit(f"no spans of {args.stage} at {n:,} constraints in those runs")
+    x = np.array([o for _, _, o in rows])
+    y = np.array([s / alone - 1 for _, s, _ in rows])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ coef
+    r2 = 1 - float(resid @ resid) / float(((y - y.mean()) ** 2).sum())
+    mean = float(np.mean([s for _, s, _ in rows]))
+    print(
+        f"{args.stage} at {n:,}: {len(rows)} spans, mean {mean * 1e3:.1f} ms against "
+        f"{alone * 1e3:.1f} alone ({mean / alone - 1:+.0%}); R^2 of the fit {r2:.2f}"
+    )
+    print("| beside | mean overlap | adds, per whole span beside one |")
+    print("|---|---:|---:|")
+    rare = []
+    for s, m, c in zip(STAGES, x.mean(axis=0), coef, strict=True):
+        if m >= RARE:
+            print(f"| {s} | {m:.2f} | {c:+.0%} |")
+        elif m > 0:
+            rare.append(s)
+    if rare:  # a coefficient over a few overlaps is any number the noise makes it
+        print(f"overlapped too rarely to read (mean under {RARE}): {', '.join(rare)}")
+    print(
+        "by configuration (ms): "
+        + ", ".join(f"{k} {np.mean(v) * 1e3:.0f}" for k, v in sorted(by_cfg.items()))
+    )
+
+
+if __name__ == "__main__":
+    main()
