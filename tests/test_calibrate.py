@@ -515,6 +515,9 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     assert "kernels beside kernel_load" in c.device_queue
     assert set(c.gil) == set(PRESSURE_STAGES)
     assert all(a > 0 and b > 0 and 0.0 <= lost <= 1.0 for a, b, lost in c.gil.values())
+    # and every driver stage beside another driver thread's prep loop
+    assert set(c.beside_prep) == set(PRESSURE_STAGES)
+    assert all(a > 0 and b > 0 for a, b in c.beside_prep.values())
     doc = {
         "calibration": {
             "contention": contention_record(c),
@@ -525,6 +528,7 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     back = contention_of(doc)
     assert back.loaded == c.loaded and back.device_queue == c.device_queue
     assert back.gil == {st: pytest.approx(v, abs=1e-6) for st, v in c.gil.items()}
+    assert back.beside_prep == {st: pytest.approx(v, abs=1e-6) for st, v in c.beside_prep.items()}
     assert back.synthesis == pytest.approx(c.synthesis, abs=1e-6)
 
 

@@ -308,6 +308,9 @@ class Contention:
     #: stage -> (alone, beside a thread of pure Python, the share of its rounds that
     #: thread lost while the stage ran); measure_gil
     gil: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    #: stage -> (alone, beside another driver thread running prep over and over); the
+    #: host stages' pressure on each other inside the driver process (measure_beside_prep)
+    beside_prep: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
@@ -343,9 +346,10 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
             loaded = measure_pressure(ex, pool, settings.circuit, n, k, log)
             queue = measure_device_queue(ex, n, log)
             gil = measure_gil(ex, n, log)
+            beside_prep = measure_beside_prep(ex, n, log)
         finally:
             ex.close()
-    return Contention(n, cores, membw, times, loaded, queue, k, gil)
+    return Contention(n, cores, membw, times, loaded, queue, k, gil, beside_prep)
 
 
 #: Rounds of k syntheses at once that measure_contention averages, per k.
@@ -534,6 +538,66 @@ def measure_gil(
     out = {s: (min(alone[s]), min(beside[s]), statistics.median(held[s])) for s in PRESSURE_STAGES}
     for s, (a, b, d) in out.items():
         log(f"  {s}: {a * 1e3:.1f} ms alone, {b * 1e3:.1f} ms beside a Python thread, which lost {d:.0%}")
+    return out
+
+
+def measure_beside_prep(
+    ex: Any, n: int, log: Callable[[str], None], repeats: int = 6
+) -> dict[str, tuple[float, float]]:
+    """Each driver stage (PRESSURE_STAGES) on a fresh partition, alone and beside another
+    thread of the driver that runs prep over and over (on a partition of its own):
+    stage -> (fastest alone, fastest beside).  In the pipeline prep is the driver's
+    most common neighbour (2.7 of them beside each prep at 2^22 on the twenty-fourth
+    lease, docs/validation.md), and the host stages lose 8-30% to a neighbouring prep
+    there, where a busy core's pressure gives 2%: this times that loss where nothing
+    else runs, for a fit of the host stages' pressure on each other inside the driver
+    process.  The fastest of `repeats` each way, as measure_pressure (the driver's
+    stages are bimodal from call to call on these VMs)."""
+    from simgpu.prover import groth16
+    from simgpu.sched.work import Partition, Proof
+
+    seeds = iter(range(2700, 10**9))
+    neighbour = Partition(Proof(2600, 1, n), 0, n)
+    host = ex.run_stage("synthesis", neighbour, None, {})
+
+    def prep_once() -> None:  # prep only reads the synthesis: the same one serves every round
+        groth16.prep(host.synth, ex.pk)
+
+    try:
+        return _beside_loop(ex, n, prep_once, seeds, repeats, log)
+    finally:
+        host.free()
+
+
+def _beside_loop(
+    ex: Any, n: int, load: Callable[[], None], seeds: Any, repeats: int, log: Callable[[str], None]
+) -> dict[str, tuple[float, float]]:
+    """The driver's chain alone and beside `load` run over and over on another thread:
+    stage -> (fastest alone, fastest beside) over `repeats` each way."""
+    _driver_chain(ex, n, next(seeds))  # warm
+    alone: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
+    beside: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
+    for _ in range(repeats):
+        for stage, dt in _driver_chain(ex, n, next(seeds)).items():
+            alone[stage].append(dt)
+        stop, started, errors = threading.Event(), threading.Event(), []
+        thread = threading.Thread(target=_loop, args=(load, stop, started, errors), daemon=True)
+        thread.start()
+        started.wait()  # one prep done: the neighbour is in its stride
+        try:
+            if errors:
+                raise errors[0]
+            times = _driver_chain(ex, n, next(seeds))
+        finally:
+            stop.set()
+            thread.join()
+        if errors:
+            raise errors[0]
+        for stage, dt in times.items():
+            beside[stage].append(dt)
+    out = {s: (min(alone[s]), min(beside[s])) for s in PRESSURE_STAGES}
+    for s, (a, b) in out.items():
+        log(f"  {s}: {a * 1e3:.1f} ms alone, {b * 1e3:.1f} ms beside another thread's prep")
     return out
 
 
