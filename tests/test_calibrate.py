@@ -428,9 +428,14 @@ def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> N
     """measure_device_queue on an executor that runs b_g2_msm on the device (the CPU
     backend stands for it): every pair the fit reads comes back, b_g2_msm's beside the
     copy load and beside one prestage among them, each a pair of positive times.  And
-    the driver's chain of stages (measure_gil's, measure_pressure's) on that executor:
-    b_g2_msm on device 0, every stage timed."""
-    from simgpu.calibrate.measure import PRESSURE_STAGES, measure_device_queue, measure_gil
+    the driver's chain of stages (measure_gil's, measure_pressure's, and beside another
+    driver thread's prep) on that executor: b_g2_msm on device 0, every stage timed."""
+    from simgpu.calibrate.measure import (
+        PRESSURE_STAGES,
+        measure_beside_prep,
+        measure_device_queue,
+        measure_gil,
+    )
     from simgpu.prover.circuits import CircuitSpec
     from simgpu.real.executor import ProverExecutor, ProverSettings
 
@@ -440,9 +445,11 @@ def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> N
     try:
         queue = measure_device_queue(ex, spec.constraints, lambda _: None, repeats=1)
         gil = measure_gil(ex, spec.constraints, lambda _: None, repeats=1)
+        beside_prep = measure_beside_prep(ex, spec.constraints, lambda _: None, repeats=1)
     finally:
         ex.close()
     assert set(gil) == set(PRESSURE_STAGES) and all(a > 0 and b > 0 for a, b, _ in gil.values())
+    assert set(beside_prep) == set(PRESSURE_STAGES) and all(a > 0 and b > 0 for a, b in beside_prep.values())
     assert set(queue) == {
         "kernels beside kernel_load",
         "kernels beside copy_load",
@@ -515,9 +522,6 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     assert "kernels beside kernel_load" in c.device_queue
     assert set(c.gil) == set(PRESSURE_STAGES)
     assert all(a > 0 and b > 0 and 0.0 <= lost <= 1.0 for a, b, lost in c.gil.values())
-    # and every driver stage beside another driver thread's prep loop
-    assert set(c.beside_prep) == set(PRESSURE_STAGES)
-    assert all(a > 0 and b > 0 for a, b in c.beside_prep.values())
     doc = {
         "calibration": {
             "contention": contention_record(c),
@@ -528,7 +532,6 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     back = contention_of(doc)
     assert back.loaded == c.loaded and back.device_queue == c.device_queue
     assert back.gil == {st: pytest.approx(v, abs=1e-6) for st, v in c.gil.items()}
-    assert back.beside_prep == {st: pytest.approx(v, abs=1e-6) for st, v in c.beside_prep.items()}
     assert back.synthesis == pytest.approx(c.synthesis, abs=1e-6)
 
 

@@ -369,12 +369,6 @@ def contention_record(c: Contention) -> dict[str, Any]:
         "synthesis_at_once": {str(k): round(v, 6) for k, v in sorted(c.synthesis.items())},
         # stage -> [alone, beside a Python thread, the share of its rounds that thread lost]
         **({"gil": {s: [round(x, 6) for x in v] for s, v in c.gil.items()}} if c.gil else {}),
-        # stage -> [alone, beside another driver thread's prep loop]
-        **(
-            {"beside_prep": {s: [round(x, 6) for x in v] for s, v in c.beside_prep.items()}}
-            if c.beside_prep
-            else {}
-        ),
     }
 
 

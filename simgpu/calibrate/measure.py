@@ -308,9 +308,6 @@ class Contention:
     #: stage -> (alone, beside a thread of pure Python, the share of its rounds that
     #: thread lost while the stage ran); measure_gil
     gil: dict[str, tuple[float, float, float]] = field(default_factory=dict)
-    #: stage -> (alone, beside another driver thread running prep over and over); the
-    #: host stages' pressure on each other inside the driver process (measure_beside_prep)
-    beside_prep: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
@@ -346,10 +343,9 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
             loaded = measure_pressure(ex, pool, settings.circuit, n, k, log)
             queue = measure_device_queue(ex, n, log)
             gil = measure_gil(ex, n, log)
-            beside_prep = measure_beside_prep(ex, n, log)
         finally:
             ex.close()
-    return Contention(n, cores, membw, times, loaded, queue, k, gil, beside_prep)
+    return Contention(n, cores, membw, times, loaded, queue, k, gil)
 
 
 #: Rounds of k syntheses at once that measure_contention averages, per k.
@@ -548,11 +544,12 @@ def measure_beside_prep(
     thread of the driver that runs prep over and over (on a partition of its own):
     stage -> (fastest alone, fastest beside).  In the pipeline prep is the driver's
     most common neighbour (2.7 of them beside each prep at 2^22 on the twenty-fourth
-    lease, docs/validation.md), and the host stages lose 8-30% to a neighbouring prep
-    there, where a busy core's pressure gives 2%: this times that loss where nothing
-    else runs, for a fit of the host stages' pressure on each other inside the driver
-    process.  The fastest of `repeats` each way, as measure_pressure (the driver's
-    stages are bimodal from call to call on these VMs)."""
+    lease), and the host stages' spans run 8-30% longer for each prep that overlapped
+    them there, where a busy core's pressure gives 2%.  This times the loss where
+    nothing else runs (experiments/beside_prep.py; docs/validation.md: at 2^20 on an
+    H100 there was none, so calibrate does not run it).  The fastest of `repeats` each
+    way, as measure_pressure (the driver's stages are bimodal from call to call on these
+    VMs)."""
     from simgpu.prover import groth16
     from simgpu.sched.work import Partition, Proof
 

@@ -58,7 +58,6 @@ def contention_of(doc: dict[str, Any]) -> Contention:
         },
         pressure_load=load,
         gil={s: (float(a), float(b), float(d)) for s, (a, b, d) in rec.get("gil", {}).items()},
-        beside_prep={s: (float(a), float(b)) for s, (a, b) in rec.get("beside_prep", {}).items()},
     )
 
 
