@@ -246,6 +246,12 @@ def test_calibrate_the_cpu_backend(tmp_path):
         "kernels_beside_gpu_load",
         "prestage_beside_gpu_load",
         "one_prestage",
+        # the loads' side of the pairings: a round alone, and while the stage ran
+        "kernel_load_beside_kernels",
+        "copy_load_beside_kernels",
+        "kernel_load_beside_prestage",
+        "gpu_load_beside_kernels",
+        "gpu_load_beside_prestage",
     }
     # b_g2_msm ran on the host here, so its pairings that read the device as one stream
     # were not timed: the device keeps the proportional law
@@ -450,7 +456,7 @@ def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> N
         ex.close()
     assert set(gil) == set(PRESSURE_STAGES) and all(a > 0 and b > 0 for a, b, _ in gil.values())
     assert set(beside_prep) == set(PRESSURE_STAGES) and all(a > 0 and b > 0 for a, b in beside_prep.values())
-    assert set(queue) == {
+    pairs = {
         "kernels beside kernel_load",
         "kernels beside copy_load",
         "prestage beside kernel_load",
@@ -461,10 +467,31 @@ def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> N
         "b_g2_msm beside gpu_load",
         "kernels beside gpu_load",
         "prestage beside gpu_load",
-        "one_prestage",
     }
+    # and each pairing with a continuous load read from the load's side too: its round
+    # alone, and while the stage ran
+    loads_side = {
+        f"{load} beside {stage}"
+        for stage, _, load in (p.partition(" beside ") for p in pairs)
+        if load != "one_prestage"
+    }
+    assert set(queue) == pairs | loads_side | {"one_prestage"}
     assert device_law(queue, "in-order") == "in-order"
     assert all(a > 0 and b > 0 for a, b in queue.values())
+
+
+def test_a_loads_rounds_count_by_their_share_inside_the_window() -> None:
+    """rounds_within: how much of a load ran while a stage did, each round by the share
+    of it inside the stage's window (the load's side of a device-queue pairing)."""
+    from simgpu.calibrate.measure import rounds_within
+
+    rounds = [(0.0, 1.0), (1.0, 2.0), (2.0, 4.0)]
+    assert rounds_within(rounds, 0.5, 2.0) == pytest.approx(1.5)  # half the first, all the second
+    assert rounds_within(rounds, 1.0, 3.0) == pytest.approx(1.5)  # the second, half the third
+    assert rounds_within(rounds, 5.0, 6.0) == 0.0
+    # a load that kept its pace through the window did a round a round's time: a stage of
+    # 3 s beside rounds of 1 s saw 3 of them
+    assert rounds_within([(t, t + 1.0) for t in range(-2, 8)], 0.0, 3.0) == pytest.approx(3.0)
 
 
 def test_refit_uses_gives_back_the_uses_calibrate_fitted() -> None:

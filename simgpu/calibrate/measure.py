@@ -599,18 +599,36 @@ def _beside_loop(
 
 
 def _loop(
-    fn: Callable[[], None], stop: threading.Event, started: threading.Event, errors: list[BaseException]
+    fn: Callable[[], None],
+    stop: threading.Event,
+    started: threading.Event,
+    errors: list[BaseException],
+    rounds: list[tuple[float, float]] | None = None,
 ) -> None:
     """Run fn until stopped; `started` once one call has ended (the load's steady state),
-    or it failed (into `errors`: whoever waits on `started` must not wait for ever)."""
+    or it failed (into `errors`: whoever waits on `started` must not wait for ever).
+    `rounds`, if given, gets each call's start and end (perf_counter)."""
     try:
         while not stop.is_set():
+            t = time.perf_counter()
             fn()
+            if rounds is not None:
+                rounds.append((t, time.perf_counter()))
             started.set()
     except BaseException as e:
         errors.append(e)
     finally:
         started.set()
+
+
+def rounds_within(rounds: list[tuple[float, float]], start: float, end: float) -> float:
+    """How many of a load's `rounds` (start, end) ran within [start, end]: each round
+    counts by the share of it inside the window (its progress taken as even through it)."""
+    done = 0.0
+    for a, b in rounds:
+        if b > a:
+            done += max(0.0, min(b, end) - max(a, start)) / (b - a)
+    return done
 
 
 #: What `measure_device_queue` times, each beside which continuous load.
@@ -644,7 +662,15 @@ def measure_device_queue(
     prestage of another partition started with them, as the next worker's in a pipeline
     (reported with "one_prestage": that prestage alone, and as long as it lasted there).  Fitted by
     simgpu.calibrate.fit.fit_device_queue.  b_g2_msm is timed only where the settings put
-    it on the device."""
+    it on the device.
+
+    Each pairing is also read from the load's side, under "<load> beside <stage>": the
+    seconds a round of the load takes alone (the median of its rounds run on their own)
+    and while the stage ran (the stage's time over the rounds done in it).  A stage and a
+    load that share the device without loss split its time: the two slowdowns then
+    satisfy 1/s_stage + 1/s_load = 1 for work wholly on the device; both sides are what
+    tells a loss of device time from a share (docs/validation.md, the twenty-fourth
+    lease)."""
     from simgpu.prover import groth16
     from simgpu.sched.work import Partition, Proof
 
@@ -683,19 +709,28 @@ def measure_device_queue(
 
     loads = {"kernel_load": kernel_load, "copy_load": copy_load, "gpu_load": gpu_load}
 
-    def gpu_part(part: Partition) -> dict[str, float]:
+    def gpu_part(part: Partition) -> dict[str, tuple[float, float]]:
         t = time.perf_counter()
         buffers = ex.run_stage("prestage", part, 0, {})
         t1 = time.perf_counter()
         ex.run_stage("kernels", part, 0, {"buffers": buffers})
         t2 = time.perf_counter()
         buffers.free()
-        return {"prestage": t1 - t, "kernels": t2 - t1}
+        return {"prestage": (t, t1), "kernels": (t1, t2)}
 
-    def b_g2(part: Partition) -> dict[str, float]:
+    def b_g2(part: Partition) -> dict[str, tuple[float, float]]:
         t = time.perf_counter()
         ex.run_stage("b_g2_msm", part, 0, {})
-        return {"b_g2_msm": time.perf_counter() - t}
+        return {"b_g2_msm": (t, time.perf_counter())}
+
+    def round_alone(load: str) -> float:
+        """Seconds one round of `load` takes on its own (the median of three)."""
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            loads[load]()
+            times.append(time.perf_counter() - t)
+        return statistics.median(times)
 
     def beside_one_prestage(fn: Callable[[], None], i: int) -> tuple[float, float]:
         """fn timed while another worker's prestage, started with it, uploads a fresh
@@ -751,12 +786,15 @@ def measure_device_queue(
         part.host.free()
         for i, load in enumerate((None, "kernel_load", "copy_load", "gpu_load")):
             stop, started, errors = threading.Event(), threading.Event(), []
+            rounds: list[tuple[float, float]] = []
+            if load is not None:
+                sums.setdefault((load, "alone"), []).append(round_alone(load))
 
             part = fresh(1 + 4 * rep + i)  # made before the load starts: only device work overlaps it
             thread = None
             if load is not None:
                 thread = threading.Thread(
-                    target=_loop, args=(loads[load], stop, started, errors), name=load, daemon=True
+                    target=_loop, args=(loads[load], stop, started, errors, rounds), name=load, daemon=True
                 )
                 thread.start()
                 started.wait()  # timed in the load's steady state, not its start
@@ -773,8 +811,11 @@ def measure_device_queue(
                 part.host.free()
             if errors:  # the load failed while the stage ran: the timing is not beside it
                 raise errors[0]
-            for stage, dt in times.items():
-                sums.setdefault((stage, load or "alone"), []).append(dt)
+            for stage, (t0, t1) in times.items():
+                sums.setdefault((stage, load or "alone"), []).append(t1 - t0)
+                done = rounds_within(rounds, t0, t1) if load is not None else 0.0
+                if done > 0:  # the load's side: its seconds a round while the stage ran
+                    sums.setdefault((load, stage), []).append((t1 - t0) / done)
     load_part.host.free()
     gpu_load_part.host.free()
     out: dict[str, tuple[float, float]] = {}
@@ -786,6 +827,12 @@ def measure_device_queue(
             what = {"one_prestage": "prestage started with it", "gpu_load": "another GPU worker's loop"}.get(
                 load, "a " + load.replace("_", " ")
             )
+            side = sums.get((load, stage))
+            if side and (load, "alone") in sums:
+                # the load's round alone, and as long as a round took while the stage ran
+                pace = (statistics.median(sums[(load, "alone")]), statistics.median(side))
+                out[f"{load} beside {stage}"] = pace
+                what += f", whose rounds took {pace[1] / pace[0]:.2f}x as long meanwhile"
             log(f"  {stage}: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms beside {what}")
     if ("one_prestage", "beside") in sums:
         # the prestage they ran beside: alone, and as long as it lasted beside them
