@@ -25,6 +25,7 @@ import collections
 import gzip
 import multiprocessing as mp
 import os
+import signal
 import statistics
 import time
 from pathlib import Path
@@ -50,6 +51,13 @@ def probe(core: int, path: str, seconds: float, gap: float) -> None:
 def watch(path: Path, seconds: float, gap: float, cores: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     procs = [mp.Process(target=probe, args=(c, str(path), seconds, gap), daemon=True) for c in range(cores)]
+
+    def stop(*_: object) -> None:  # a `kill` of the watcher stops its probes too
+        for p in procs:
+            p.terminate()
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
     for p in procs:
         p.start()
     for p in procs:

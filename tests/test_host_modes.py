@@ -27,6 +27,25 @@ def test_a_watch_writes_every_cores_samples_as_it_takes_them(tmp_path):
     assert "host mean factor" in host_modes.summary(rows)
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins a probe to each core")
+def test_a_killed_watch_stops_its_probes(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "host.csv"
+    script = host_modes.__file__
+    w = subprocess.Popen([sys.executable, script, "watch", str(out), "--seconds", "60", "--cores", "2"])
+    deadline = time.time() + 30
+    while (not out.exists() or out.stat().st_size == 0) and time.time() < deadline:
+        time.sleep(0.1)
+    w.terminate()
+    assert w.wait(timeout=10) == 0
+    size = out.stat().st_size
+    time.sleep(1.0)  # nothing writes after the watcher is gone
+    assert out.stat().st_size == size > 0
+
+
 def test_the_mean_factor_is_every_sample_over_the_fastest():
     # one core at full speed, one in the slow mode: the host runs at 1.5x on average
     rows = [(0.0, 0, 1.0), (0.0, 1, 2.0), (0.25, 0, 1.0), (0.25, 1, 2.0)]
