@@ -49,6 +49,10 @@ lease_profile() {  # PROFILE by the card: a lease that gets an H100 calibrates a
   esac
 }
 
+# host_probe reads one thread, whose core flips between about 1.1x and 1.9x its fastest every
+# 0.1-0.4 s on these VMs: its "HOST UNSTEADY" fails every host met so far.  What a pipeline sees
+# is the mean over all cores, which held still to 2% on the 24th lease: watch that instead
+# (experiments/host_modes.py, as device_lease24.sh does).
 host_probe() {  # host_probe SECONDS: the reference loop (calibrate's measure of the host's speed) every 0.25 s
   python3 - "$1" <<'PY' | tee -a "$LOGS/host.log"
 import statistics, sys, time
