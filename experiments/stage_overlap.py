@@ -50,6 +50,17 @@ def overlaps(spans: list[list], stage: str) -> list[tuple[str, float, list[float
     return out
 
 
+def fit(rows: list[tuple[str, float, list[float]]], alone: float) -> tuple[np.ndarray, float]:
+    """The coefficients c_s (in STAGES' order) of stretch - 1 = sum c_s * overlap_s over
+    `rows` (from `overlaps`), by least squares with no intercept, and the fit's R^2."""
+    x = np.array([o for _, _, o in rows])
+    y = np.array([s / alone - 1 for _, s, _ in rows])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ coef
+    spread = float(((y - y.mean()) ** 2).sum())
+    return coef, (1 - float(resid @ resid) / spread) if spread > 0 else 1.0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path, help="gpu_validation.py measure --json files")
@@ -71,11 +82,8 @@ def main() -> None:
             by_cfg.setdefault(run["label"], []).extend(s for _, s, _ in got)
     if not rows:
         raise SystemExit(f"no spans of {args.stage} at {n:,} constraints in those runs")
+    coef, r2 = fit(rows, alone)
     x = np.array([o for _, _, o in rows])
-    y = np.array([s / alone - 1 for _, s, _ in rows])
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-    resid = y - x @ coef
-    r2 = 1 - float(resid @ resid) / float(((y - y.mean()) ** 2).sum())
     mean = float(np.mean([s for _, s, _ in rows]))
     print(
         f"{args.stage} at {n:,}: {len(rows)} spans, mean {mean * 1e3:.1f} ms against "
