@@ -544,7 +544,10 @@ def _error_by_host_speed(table: list, cal_ms: float | None) -> list[str]:
         if v
     ]
     return [
-        "Throughput error of each completed run by the host's speed during it: " + "; ".join(rows) + ".",
+        "Throughput error of each completed run by the host's speed during it (one thread's "
+        "reading before and after the run: the mode its core was in then, see --host-watch): "
+        + "; ".join(rows)
+        + ".",
         "",
     ]
 
