@@ -39,7 +39,8 @@ def probe(core: int, path: str, seconds: float, gap: float) -> None:
     """Sample the reference loop on `core` every `gap` s for `seconds`, a line each."""
     from simgpu.calibrate.measure import reference_seconds
 
-    os.sched_setaffinity(0, {core})
+    cpus = sorted(os.sched_getaffinity(0))  # the core-th of the cores this process may use
+    os.sched_setaffinity(0, {cpus[core % len(cpus)]})
     end = time.time() + seconds
     with open(path, "a", buffering=1) as f:
         while time.time() < end:
@@ -118,7 +119,7 @@ def main() -> None:
     w.add_argument("file", type=Path)
     w.add_argument("--seconds", type=float, default=600.0)
     w.add_argument("--gap", type=float, default=0.25, help="seconds between a core's samples")
-    w.add_argument("--cores", type=int, default=os.cpu_count())
+    w.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
     s = sub.add_parser("summary", help="what FILE's samples say, optionally of a stretch")
     s.add_argument("file", type=Path)
     s.add_argument("--from", dest="t0", type=float)
