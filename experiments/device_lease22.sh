@@ -20,16 +20,8 @@
 # given less than the full 10 minutes; every step's limit is capped by it.  STEADY=1: call 1
 # stops (exit 3) before calibrating when the probe finds the host unsteady (its p90 over
 # 1.3x its fastest, as the twenty-first and twenty-second leases' hosts were).
-set -u
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-out/device}
-CALL=${1:?which call: 1, 2 or 3}
-END=${2:-585}
-LOGS=$OUT/lease22-$CALL
-mkdir -p "$LOGS" out
 source "$(dirname "$0")/lease_lib.sh"
-lease_profile
-lease_machine
+lease_start lease22 "${1:?which call: 1, 2 or 3}" "${2:-585}"
 drifted() { grep -q "host's speed moved" "$LOGS/calibrate.log"; }
 host_probe 20
 if [ "$CALL" = 1 ] && [ "${STEADY:-0}" = 1 ] && grep -q "HOST UNSTEADY" "$LOGS/host.log"; then

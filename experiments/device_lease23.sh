@@ -13,16 +13,8 @@
 #
 #   bash experiments/device_lease23.sh 1|2 [END]
 # END (default 585): the second of the call by which its last step must end.
-set -u
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-out/device}
-CALL=${1:?which call: 1 or 2}
-END=${2:-585}
-LOGS=$OUT/lease23-$CALL
-mkdir -p "$LOGS" out
 source "$(dirname "$0")/lease_lib.sh"
-lease_profile
-lease_machine
+lease_start lease23 "${1:?which call: 1 or 2}" "${2:-585}"
 host_probe 10
 if [ "$CALL" = 1 ]; then
   lim=$(until_ 150)

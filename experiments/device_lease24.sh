@@ -17,16 +17,8 @@
 #
 #   bash experiments/device_lease24.sh 1|2|3 [END]
 # END (default 585): the second of the call by which its last step must end.
-set -u
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-out/device}
-CALL=${1:?which call: 1, 2 or 3}
-END=${2:-585}
-LOGS=$OUT/lease24-$CALL
-mkdir -p "$LOGS" out
 source "$(dirname "$0")/lease_lib.sh"
-lease_profile
-lease_machine
+lease_start lease24 "${1:?which call: 1, 2 or 3}" "${2:-585}"
 python3 experiments/host_modes.py watch "$LOGS/host.csv" --seconds "$END" &
 WATCH=$!
 calibrate_spanned() {  # calibrate, with its start and end in unix seconds kept for predict

@@ -2,6 +2,16 @@
 # `source` it after setting LOGS (this call's output folder) and PROFILE (the profile
 # kept on the machine between calls), or call lease_profile to name it by the card.
 
+lease_start() {  # lease_start NAME CALL END: a lease script's call, its logs in $OUT/NAME-CALL
+  set -u
+  export PYTHONUNBUFFERED=1
+  OUT=${OUT:-out/device} CALL=$2 END=$3
+  LOGS=$OUT/$1-$CALL
+  mkdir -p "$LOGS" out
+  lease_profile
+  lease_machine
+}
+
 lease_machine() {  # what the machine is: the GPU, the cores, the CPU
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc
   lscpu | grep -E "^(Model name|NUMA node\(s\))"

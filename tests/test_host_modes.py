@@ -13,7 +13,10 @@ host_modes = load_experiment("host_modes")
 gpu_validation = load_experiment("gpu_validation")
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins a probe to each core")
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity"),
+    reason="the watcher pins a probe to each core: os.sched_setaffinity is Linux-only",
+)
 def test_a_watch_writes_every_cores_samples_as_it_takes_them(tmp_path):
     out = tmp_path / "host.csv"
     host_modes.watch(out, seconds=1.0, gap=0.1, cores=2)
@@ -27,7 +30,10 @@ def test_a_watch_writes_every_cores_samples_as_it_takes_them(tmp_path):
     assert "host mean factor" in host_modes.summary(rows)
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins a probe to each core")
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity"),
+    reason="the watcher pins a probe to each core: os.sched_setaffinity is Linux-only",
+)
 def test_a_killed_watch_stops_its_probes(tmp_path):
     import subprocess
     import sys

@@ -560,38 +560,30 @@ def measure_beside_prep(
     def prep_once() -> None:  # prep only reads the synthesis: the same one serves every round
         groth16.prep(host.synth, ex.pk)
 
-    try:
-        return _beside_loop(ex, n, prep_once, seeds, repeats, log)
-    finally:
-        host.free()
-
-
-def _beside_loop(
-    ex: Any, n: int, load: Callable[[], None], seeds: Any, repeats: int, log: Callable[[str], None]
-) -> dict[str, tuple[float, float]]:
-    """The driver's chain alone and beside `load` run over and over on another thread:
-    stage -> (fastest alone, fastest beside) over `repeats` each way."""
-    _driver_chain(ex, n, next(seeds))  # warm
     alone: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
     beside: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
-    for _ in range(repeats):
-        for stage, dt in _driver_chain(ex, n, next(seeds)).items():
-            alone[stage].append(dt)
-        stop, started, errors = threading.Event(), threading.Event(), []
-        thread = threading.Thread(target=_loop, args=(load, stop, started, errors), daemon=True)
-        thread.start()
-        started.wait()  # one prep done: the neighbour is in its stride
-        try:
+    try:
+        _driver_chain(ex, n, next(seeds))  # warm
+        for _ in range(repeats):
+            for stage, dt in _driver_chain(ex, n, next(seeds)).items():
+                alone[stage].append(dt)
+            stop, started, errors = threading.Event(), threading.Event(), []
+            thread = threading.Thread(target=_loop, args=(prep_once, stop, started, errors), daemon=True)
+            thread.start()
+            started.wait()  # one prep done: the neighbour is in its stride
+            try:
+                if errors:
+                    raise errors[0]
+                times = _driver_chain(ex, n, next(seeds))
+            finally:
+                stop.set()
+                thread.join()
             if errors:
                 raise errors[0]
-            times = _driver_chain(ex, n, next(seeds))
-        finally:
-            stop.set()
-            thread.join()
-        if errors:
-            raise errors[0]
-        for stage, dt in times.items():
-            beside[stage].append(dt)
+            for stage, dt in times.items():
+                beside[stage].append(dt)
+    finally:
+        host.free()
     out = {s: (min(alone[s]), min(beside[s])) for s in PRESSURE_STAGES}
     for s, (a, b) in out.items():
         log(f"  {s}: {a * 1e3:.1f} ms alone, {b * 1e3:.1f} ms beside another thread's prep")
