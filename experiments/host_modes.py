@@ -39,6 +39,9 @@ def probe(core: int, path: str, seconds: float, gap: float) -> None:
     """Sample the reference loop on `core` every `gap` s for `seconds`, a line each."""
     from simgpu.calibrate.measure import reference_seconds
 
+    # a forked probe inherits the watcher's SIGTERM handler, which would try to stop the
+    # watcher's other probes from inside this one: a probe just ends
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     cpus = sorted(os.sched_getaffinity(0))  # the core-th of the cores this process may use
     os.sched_setaffinity(0, {cpus[core % len(cpus)]})
     end = time.time() + seconds
