@@ -136,6 +136,20 @@ def test_the_oom_outcome_is_right_when_the_model_gives_the_real_count_a_fair_cha
     assert gpu_validation.oom_plausible(p, k, n) is right
 
 
+@pytest.mark.parametrize(
+    ("p", "ran_out", "like"),
+    [
+        (0.0, False, True),  # the model completes, so does the run: its peak is comparable
+        (0.0, True, False),  # the run stopped allocating where it failed
+        (0.2, False, True),  # a race the model mostly completes
+        (1.0, True, True),
+        (0.9, False, False),
+    ],
+)
+def test_peak_vram_is_read_from_a_run_of_the_outcome_the_model_gives(p, ran_out, like):
+    assert gpu_validation.like_model({"OOM": {"p": p, "measured": ran_out}}) is like
+
+
 def _run(pred: float, real: float, refs_ms: tuple[float, float], failed: int = 0) -> tuple[dict, dict]:
     """One validation run as gpu_validation's table holds it: (record, comparison)."""
     record = {"host_reference_s": [x / 1e3 for x in refs_ms]}
