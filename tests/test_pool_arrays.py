@@ -112,9 +112,10 @@ def test_calibrate_writes_the_arrays_of_every_traced_size_as_points():
 
 def test_the_shipped_arrays_add_up_to_the_shipped_footprints():
     """Two measurements of one thing on two machines: h200-cupy's footprints (the pool's
-    peak per phase, the ninth lease) and the arrays of its [buffer_arrays] (a trace,
-    docs/data/h200-2026-12-01h/pool-arrays.json).  At the sizes the profile measured, each
-    staged phase's arrays sum to its staging and temporaries within 0.5%."""
+    peak per phase, the twenty-fifth lease) and the arrays of a trace of the ninth lease
+    (docs/data/h200-2026-12-01h/pool-arrays.json).  At the sizes the profile measured, each
+    staged phase's arrays sum to its staging and temporaries within 0.5% (the G2 MSM
+    sized by the key: up to 1% over the witness-sized trace)."""
     prof = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml")
     record = json.loads((ROOT / "docs" / "data" / "h200-2026-12-01h" / "pool-arrays.json").read_text())
     checked = 0
@@ -126,6 +127,11 @@ def test_the_shipped_arrays_add_up_to_the_shipped_footprints():
                 if not got or not ph.staging:
                     continue
                 want = sum(size for _, size in ph.staging + ph.transient)
-                assert abs(sum(got) / want - 1) < 0.005, (n, st.name, ph.name)
+                if ph.name == "b_g2_msm" and prof.calibrated_msm_capacity == "key":
+                    # the trace's prover sized the G2 MSM by its witness; the profile's, by
+                    # the key's expected count plus six deviations, holds it and a margin
+                    assert 0 <= 1 - sum(got) / want < 0.01, (n, st.name, ph.name)
+                else:
+                    assert abs(sum(got) / want - 1) < 0.005, (n, st.name, ph.name)
                 checked += 1
     assert checked == 10  # the four G1 MSMs and b_g2_msm, at both sizes
