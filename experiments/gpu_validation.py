@@ -28,6 +28,7 @@ more than that spread is ranked the same way by the model.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import itertools
 import json
@@ -441,6 +442,7 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         "",
         *_host_speed(table, Path(args.profile)),
         *_error_by_host_factor(table, args.host_watch, args.calibrate_span),
+        *(_host_scaled(table, prof, args) if args.host_scaled else []),
     ]
     pairs, wrong = 0, []
     for a, b in itertools.combinations(sorted(real), 2):
@@ -604,6 +606,92 @@ def _error_by_host_factor(table: list, watch: list[str], span: str) -> list[str]
     ]
 
 
+@dataclasses.dataclass(frozen=True)
+class Scaled:
+    """A stage time law taking `factor` times as long (a host slower by that much)."""
+
+    law: Any
+    factor: float
+
+    def __call__(self, n: int) -> float:
+        return self.factor * self.law(n)
+
+
+def on_host(prof: Any, factor: float) -> Any:
+    """`prof` on a host `factor` times as slow as the one it was calibrated on: every phase
+    of its CPU stages (`on = "cpu"`: synthesis, prep, the epilogue) takes `factor` times
+    its time; the GPU stages, and every contention use, as calibrated."""
+    stages = {
+        name: st
+        if st.on != "cpu"
+        else dataclasses.replace(
+            st, phases=tuple(dataclasses.replace(ph, time=Scaled(ph.time, factor)) for ph in st.phases)
+        )
+        for name, st in prof.stages.items()
+    }
+    return dataclasses.replace(prof, stages=stages)
+
+
+def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
+    """Each completed run predicted for the host it ran on (on_host, by the all-core
+    factor during it over calibrate's), per configuration the mean of its runs' errors
+    against the real mean: how much of the error the host's drift since calibrate
+    explains, with no parameter fitted."""
+    if not args.host_watch or not args.calibrate_span:
+        return []
+    from host_modes import mean_factor, read
+
+    rows = [row for f in args.host_watch for row in read(Path(f))]
+    fastest = min(ms for _, _, ms in rows)
+    t0, t1 = (float(x) for x in args.calibrate_span.split(","))
+    at_cal = mean_factor([x for x in rows if t0 <= x[0] <= t1], fastest)
+    got: dict[str, list[tuple[float, float]]] = {}
+    cache: dict[tuple, float] = {}
+    factors: list[float] = []
+    for r, c in table:
+        thr, wall = c["throughput (s/proof)"], r.get("wall_s")
+        if not wall or not thr["measured"] or c["proofs failed"]["measured"] or c["OOM"]["p"] >= 0.5:
+            continue
+        during = [x for x in rows if wall[0] <= x[0] <= wall[1]]
+        if not during:
+            continue
+        factor = round(mean_factor(during, fastest) / at_cal, 2)
+        factors.append(factor)
+        key = (r["constraints"], r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"], factor)
+        if key not in cache:
+            n = r["constraints"]
+            cfg = config_of(args, r["gpu_workers"], r["concurrency"], r["vram_cap"])
+            p = predict(
+                on_host(prof, factor),
+                cfg,
+                Workload(f"groth16-n{n}", args.partitions, n),
+                resolve_design(r["design"]),
+                runs=args.runs,
+            )
+            cache[key] = p.aggregate()["throughput_s_per_proof"]
+        got.setdefault(r["label"], []).append((cache[key], thr["measured"]))
+    if not got:
+        return []
+    err = {
+        label: statistics.mean(p for p, _ in v) / statistics.mean(m for _, m in v) - 1
+        for label, v in got.items()
+    }
+    size = {r["label"]: r["constraints"].bit_length() - 1 for r, _ in table}
+    by_size = ", ".join(
+        f"2^{k}: {', '.join(f'{lab} {_pct(e)}' for lab, e in sorted(err.items()) if size[lab] == k)}"
+        for k in sorted({size[lab] for lab in err})
+    )
+    errs = [abs(e) for e in err.values()]
+    return [
+        "Each completed run predicted for the host it ran on (`--host-scaled`: its CPU stages' times "
+        "scaled by the all-core factor during it over calibrate's, "
+        f"{min(factors):.2f}-{max(factors):.2f} here; GPU stages and contention as calibrated): "
+        f"median {100 * statistics.median(errs):.1f}%, max {100 * max(errs):.1f}% over {len(err)} "
+        f"configurations; {by_size}.",
+        "",
+    ]
+
+
 def _write_between_markers(path: Path, lines: list[str]) -> None:
     a, b = "<!-- gpu-validation -->", "<!-- /gpu-validation -->"
     text = path.read_text() if path.exists() else "# Validation\n"
@@ -675,6 +763,12 @@ def main() -> None:
         nargs="*",
         default=[],
         help="predict: the all-core host samples of the lease (experiments/host_modes.py watch)",
+    )
+    ap.add_argument(
+        "--host-scaled",
+        action="store_true",
+        help="predict: also each run for the host it ran on, its CPU stages scaled by the all-core "
+        "factor during it over calibrate's (with --host-watch and --calibrate-span)",
     )
     ap.add_argument(
         "--calibrate-span",

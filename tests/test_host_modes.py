@@ -7,7 +7,7 @@ import gzip
 import os
 
 import pytest
-from conftest import load_experiment
+from conftest import load_experiment, tiny_profile
 
 host_modes = load_experiment("host_modes")
 gpu_validation = load_experiment("gpu_validation")
@@ -83,3 +83,19 @@ def test_each_run_is_binned_by_the_host_during_it_against_calibrates(tmp_path):
     assert "over 30% slower: 1 runs (host 1.51-1.51x calibrate's), median -10.0%" in text
     # without the watcher's files or calibrate's span it says nothing
     assert gpu_validation._error_by_host_factor(table, [], "0,9.9") == []
+
+
+def test_a_profile_on_a_slower_host_takes_longer_in_its_cpu_stages_only():
+    """gpu_validation.on_host: the CPU stages' phases take the factor times as long; the
+    GPU stages, their uses and the buffers stay as calibrated."""
+    prof = tiny_profile()
+    slow = gpu_validation.on_host(prof, 1.25)
+    n = 1 << 12
+    before, after = prof.resolve(n), slow.resolve(n)
+    assert {s.on for s in before.stages.values()} == {"cpu", "gpu"}
+    for name, st in before.stages.items():
+        want = 1.25 if st.on == "cpu" else 1.0
+        for a, b in zip(st.phases, after.stages[name].phases, strict=True):
+            assert b.seconds == pytest.approx(want * a.seconds)
+            assert b.uses == a.uses
+    assert after.buffers == before.buffers
