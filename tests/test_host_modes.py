@@ -1,9 +1,12 @@
-"""The all-core host watcher (experiments/host_modes.py) and how a validation reads each
-run's stretch of it against calibrate's (gpu_validation.predict --host-watch)."""
+"""The all-core host watcher (experiments/host_modes.py), how a validation reads each
+run's stretch of it against calibrate's (gpu_validation.predict --host-watch,
+--host-scaled), and how a stage's time follows its core's speed
+(experiments/host_sensitivity.py)."""
 
 from __future__ import annotations
 
 import gzip
+import math
 import os
 
 import pytest
@@ -99,3 +102,27 @@ def test_a_profile_on_a_slower_host_takes_longer_in_its_cpu_stages_only():
             assert b.seconds == pytest.approx(want * a.seconds)
             assert b.uses == a.uses
     assert after.buffers == before.buffers
+
+
+host_sensitivity = load_experiment("host_sensitivity")
+
+
+def test_a_stages_elasticity_is_how_its_time_follows_its_cores_speed():
+    """experiments/host_sensitivity.py: a stage whose time is a fixed device part plus a
+    host part that scales with the reference loop reads the host part's share (at the
+    references' middle) as its elasticity; a sample whose core changed mode during the
+    stage (its two references disagree) is left out."""
+    device, host = 0.030, 0.020  # seconds at reference 1.0 ms
+    rows = []
+    for ref in (1.0, 1.1, 1.2, 1.6, 1.8, 1.9):
+        rows.append([ref * 1e-3, device + host * ref, ref * 1e-3])
+    rows.append([1.0e-3, 0.5, 1.9e-3])  # a mode change mid-stage: not kept
+    got = host_sensitivity.summarize({"kernels": rows})["kernels"]
+    assert (got["kept"], got["of"]) == (6, 7)
+    assert got["ref_spread"] == pytest.approx(1.9)
+    mid = 1.4  # the log-slope of device + host * r is host * r / (device + host * r)
+    assert got["elasticity"] == pytest.approx(host * mid / (device + host * mid), abs=0.03)
+    assert got["r2"] > 0.99
+    # no spread in the references: nothing to read
+    assert math.isnan(host_sensitivity.elasticity([(1.0, 2.0), (1.0, 2.0), (1.0, 3.0)])[0])
+    assert host_sensitivity.elasticity([(1.0, 2.0), (2.0, 4.0), (4.0, 8.0)])[0] == pytest.approx(1.0)
