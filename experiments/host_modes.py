@@ -56,14 +56,17 @@ def watch(path: Path, seconds: float, gap: float, cores: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     procs = [mp.Process(target=probe, args=(c, str(path), seconds, gap), daemon=True) for c in range(cores)]
 
+    started: list[mp.Process] = []
+
     def stop(*_: object) -> None:  # a `kill` of the watcher stops its probes too
-        for p in procs:
+        for p in started:  # a kill may come before every probe has started
             p.terminate()
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
     for p in procs:
         p.start()
+        started.append(p)
     for p in procs:
         p.join()
 
