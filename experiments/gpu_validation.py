@@ -617,19 +617,32 @@ class Scaled:
         return self.factor * self.law(n)
 
 
-def on_host(prof: Any, factor: float) -> Any:
+def on_host(prof: Any, factor: float, elasticity: dict[str, float] | None = None) -> Any:
     """`prof` on a host `factor` times as slow as the one it was calibrated on: every phase
-    of its CPU stages (`on = "cpu"`: synthesis, prep, the epilogue) takes `factor` times
-    its time; the GPU stages, and every contention use, as calibrated."""
-    stages = {
-        name: st
-        if st.on != "cpu"
-        else dataclasses.replace(
-            st, phases=tuple(dataclasses.replace(ph, time=Scaled(ph.time, factor)) for ph in st.phases)
+    of a stage takes factor ** e times its time, e its elasticity to its core's speed
+    (experiments/host_sensitivity.py).  A stage `elasticity` does not name follows the
+    host wholly if it is a CPU stage (`on = "cpu"`: synthesis, prep, the epilogue) and not
+    at all if it runs on the GPU.  Every contention use stays as calibrated."""
+    elasticity = elasticity or {}
+
+    def scaled(st: Any) -> Any:
+        e = elasticity.get(st.name, 1.0 if st.on == "cpu" else 0.0)
+        if e == 0:
+            return st
+        f = factor**e
+        return dataclasses.replace(
+            st, phases=tuple(dataclasses.replace(ph, time=Scaled(ph.time, f)) for ph in st.phases)
         )
-        for name, st in prof.stages.items()
-    }
-    return dataclasses.replace(prof, stages=stages)
+
+    return dataclasses.replace(prof, stages={name: scaled(st) for name, st in prof.stages.items()})
+
+
+def read_elasticity(path: str, n: int) -> dict[str, float]:
+    """Each stage's elasticity to its core's speed from experiments/host_sensitivity.py's
+    JSON, at the measured size nearest n (in log2)."""
+    doc = json.loads(Path(path).read_text())
+    size = min(doc, key=lambda k: abs(int(k).bit_length() - n.bit_length()))
+    return {s: v["elasticity"] for s, v in doc[size]["summary"].items() if not math.isnan(v["elasticity"])}
 
 
 def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
@@ -662,7 +675,9 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
             n = r["constraints"]
             cfg = config_of(args, r["gpu_workers"], r["concurrency"], r["vram_cap"])
             p = predict(
-                on_host(prof, factor),
+                on_host(
+                    prof, factor, read_elasticity(args.host_elasticity, n) if args.host_elasticity else None
+                ),
                 cfg,
                 Workload(f"groth16-n{n}", args.partitions, n),
                 resolve_design(r["design"]),
@@ -683,9 +698,14 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
     )
     errs = [abs(e) for e in err.values()]
     return [
-        "Each completed run predicted for the host it ran on (`--host-scaled`: its CPU stages' times "
-        "scaled by the all-core factor during it over calibrate's, "
-        f"{min(factors):.2f}-{max(factors):.2f} here; GPU stages and contention as calibrated): "
+        "Each completed run predicted for the host it ran on (`--host-scaled`: "
+        + (
+            f"each stage's time scaled by its elasticity ({args.host_elasticity}) to "
+            if args.host_elasticity
+            else "its CPU stages' times scaled by "
+        )
+        + "the all-core factor during it over calibrate's, "
+        f"{min(factors):.2f}-{max(factors):.2f} here; contention as calibrated): "
         f"median {100 * statistics.median(errs):.1f}%, max {100 * max(errs):.1f}% over {len(err)} "
         f"configurations; {by_size}.",
         "",
@@ -769,6 +789,12 @@ def main() -> None:
         action="store_true",
         help="predict: also each run for the host it ran on, its CPU stages scaled by the all-core "
         "factor during it over calibrate's (with --host-watch and --calibrate-span)",
+    )
+    ap.add_argument(
+        "--host-elasticity",
+        default="",
+        help="predict: with --host-scaled, each stage follows the host by its elasticity to its "
+        "core's speed, from experiments/host_sensitivity.py's JSON (default: CPU stages wholly)",
     )
     ap.add_argument(
         "--calibrate-span",

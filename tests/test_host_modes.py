@@ -126,3 +126,25 @@ def test_a_stages_elasticity_is_how_its_time_follows_its_cores_speed():
     # no spread in the references: nothing to read
     assert math.isnan(host_sensitivity.elasticity([(1.0, 2.0), (1.0, 2.0), (1.0, 3.0)])[0])
     assert host_sensitivity.elasticity([(1.0, 2.0), (2.0, 4.0), (4.0, 8.0)])[0] == pytest.approx(1.0)
+
+
+def test_a_stage_follows_a_slower_host_by_its_elasticity(tmp_path):
+    """on_host with measured elasticities (experiments/host_sensitivity.py's JSON, read
+    at the nearest measured size): factor ** e for the stages it names; CPU stages it
+    does not name follow wholly, GPU stages not at all."""
+    import json
+
+    prof = tiny_profile()
+    n = 1 << 12
+    measured = {
+        str(1 << 11): {"summary": {"prep": {"elasticity": 0.5}, "kernels": {"elasticity": float("nan")}}}
+    }
+    path = tmp_path / "hs.json"
+    path.write_text(json.dumps(measured))
+    e = gpu_validation.read_elasticity(str(path), n)
+    assert e == {"prep": 0.5}  # a stage the samples could not read is left to the default
+    before, after = prof.resolve(n), gpu_validation.on_host(prof, 4.0, e).resolve(n)
+    for name, st in before.stages.items():
+        want = {"prep": 2.0}.get(name, 4.0 if st.on == "cpu" else 1.0)
+        for a, b in zip(st.phases, after.stages[name].phases, strict=True):
+            assert b.seconds == pytest.approx(want * a.seconds), name
