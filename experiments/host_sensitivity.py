@@ -19,6 +19,9 @@ it at all.
 
     python experiments/host_sensitivity.py 2^20 2^21 --repeats 60 --json out/host-sensitivity.json
     python experiments/host_sensitivity.py 2^10 --backend cpu --repeats 8   # a dry run
+
+`--what synthesis` times synthesis's steps on this thread instead (SYNTHESIS_STEPS), with no
+keys to build; `--what both`, both.
 """
 
 from __future__ import annotations
@@ -79,6 +82,44 @@ def measure(ex: Any, n: int, repeats: int, log: Callable[[str], None]) -> dict[s
     return rows
 
 
+#: Synthesis's steps as the pipeline runs them: the witness in a worker, its arrays into
+#: shared memory there, and the driver's mapping of them (simgpu.prover.handoff).
+SYNTHESIS_STEPS = ("synthesis.compute", "synthesis.hand_off", "synthesis.receive")
+
+
+def measure_synthesis(spec: Any, repeats: int, log: Callable[[str], None]) -> dict[str, list[list[float]]]:
+    """As `measure`, for synthesis's steps (SYNTHESIS_STEPS), run on this thread: in the
+    pipeline they run in a worker process, where the driver's readings do not reach."""
+    from simgpu.prover import handoff
+    from simgpu.prover.synthesis import synthesize
+
+    rows: dict[str, list[list[float]]] = {s: [] for s in SYNTHESIS_STEPS}
+
+    def timed(step: str | bool, fn: Callable[[], Any]) -> Any:
+        before = reference_seconds()
+        t = time.perf_counter()
+        got = fn()
+        dt = time.perf_counter() - t
+        if step:
+            rows[str(step)].append([before, dt, reference_seconds()])
+        return got
+
+    tag = f"host-sensitivity-{time.time_ns()}"
+    try:
+        for i in range(repeats + 1):  # the first warms up: not kept
+            keep = i > 0
+            synth = timed(keep and SYNTHESIS_STEPS[0], lambda i=i: synthesize(spec, 7000 + i))
+            out = timed(keep and SYNTHESIS_STEPS[1], lambda synth=synth: handoff.hand_off(synth, tag))
+            del synth
+            got = timed(keep and SYNTHESIS_STEPS[2], lambda out=out: handoff.receive(out))
+            del got, out
+            if keep and i % 10 == 0:
+                log(f"  {i}/{repeats} syntheses")
+    finally:
+        handoff.clear(tag)
+    return rows
+
+
 def summarize(rows: dict[str, list[list[float]]]) -> dict[str, dict[str, float]]:
     """Per stage: its median seconds, the samples kept (references agreeing), the
     references' spread over them (max / min), and the elasticity with its r^2."""
@@ -106,6 +147,13 @@ def main() -> None:
     ap.add_argument("--backend", default="cupy", help="cpu: a dry run")
     ap.add_argument("--repeats", type=int, default=60)
     ap.add_argument("--keys-dir", default="out/keys")
+    ap.add_argument(
+        "--what",
+        choices=("driver", "synthesis", "both"),
+        default="driver",
+        help="the driver's stages (a prover set up, its keys built), synthesis's steps on this "
+        "thread (no keys), or both",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     out = {}
@@ -120,13 +168,17 @@ def main() -> None:
             partition_workers=1,
             keys_dir=Path(args.keys_dir),
         )
-        t = time.perf_counter()
-        ex = ProverExecutor(settings.spec(n), settings)
-        print(f"{size}: set up in {time.perf_counter() - t:.1f} s", flush=True)
-        try:
-            rows = measure(ex, n, args.repeats, lambda line: print(line, flush=True))
-        finally:
-            ex.close()
+        rows: dict[str, list[list[float]]] = {}
+        if args.what in ("driver", "both"):
+            t = time.perf_counter()
+            ex = ProverExecutor(settings.spec(n), settings)
+            print(f"{size}: set up in {time.perf_counter() - t:.1f} s", flush=True)
+            try:
+                rows |= measure(ex, n, args.repeats, lambda line: print(line, flush=True))
+            finally:
+                ex.close()
+        if args.what in ("synthesis", "both"):
+            rows |= measure_synthesis(settings.spec(n), args.repeats, lambda line: print(line, flush=True))
         got = summarize(rows)
         out[str(n)] = {"rows": rows, "summary": got}
         print(f"| {size} stage | median ms | kept | reference spread | elasticity | r^2 |")
