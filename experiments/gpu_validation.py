@@ -619,30 +619,48 @@ class Scaled:
 
 def on_host(prof: Any, factor: float, elasticity: dict[str, float] | None = None) -> Any:
     """`prof` on a host `factor` times as slow as the one it was calibrated on: every phase
-    of a stage takes factor ** e times its time, e its elasticity to its core's speed
-    (experiments/host_sensitivity.py).  A stage `elasticity` does not name follows the
-    host wholly if it is a CPU stage (`on = "cpu"`: synthesis, prep, the epilogue) and not
-    at all if it runs on the GPU.  Every contention use stays as calibrated."""
+    takes factor ** e times its time, e its elasticity to its core's speed
+    (experiments/host_sensitivity.py), read under "stage.phase" or else under the stage's
+    name.  A stage `elasticity` does not name follows the host wholly if it is a CPU stage
+    (`on = "cpu"`: synthesis, prep, the epilogue) and not at all if it runs on the GPU.
+    Every contention use stays as calibrated."""
     elasticity = elasticity or {}
 
     def scaled(st: Any) -> Any:
-        e = elasticity.get(st.name, 1.0 if st.on == "cpu" else 0.0)
-        if e == 0:
-            return st
-        f = factor**e
-        return dataclasses.replace(
-            st, phases=tuple(dataclasses.replace(ph, time=Scaled(ph.time, f)) for ph in st.phases)
-        )
+        default = elasticity.get(st.name, 1.0 if st.on == "cpu" else 0.0)
+
+        def phase(ph: Any) -> Any:
+            e = elasticity.get(f"{st.name}.{ph.name}", default)
+            return ph if e == 0 else dataclasses.replace(ph, time=Scaled(ph.time, factor**e))
+
+        return dataclasses.replace(st, phases=tuple(phase(ph) for ph in st.phases))
 
     return dataclasses.replace(prof, stages={name: scaled(st) for name, st in prof.stages.items()})
 
 
-def read_elasticity(path: str, n: int) -> dict[str, float]:
-    """Each stage's elasticity to its core's speed from experiments/host_sensitivity.py's
-    JSON, at the measured size nearest n (in log2)."""
-    doc = json.loads(Path(path).read_text())
-    size = min(doc, key=lambda k: abs(int(k).bit_length() - n.bit_length()))
-    return {s: v["elasticity"] for s, v in doc[size]["summary"].items() if not math.isnan(v["elasticity"])}
+#: The model's phase whose elasticity is the mean of host_sensitivity.py's steps, weighted
+#: by their times: synthesis's trip back is its hand-off in the worker and the driver's
+#: receive (simgpu.prover.handoff).
+TRIP_STEPS = {"synthesis.transfer": ("synthesis.hand_off", "synthesis.receive")}
+
+
+def read_elasticity(paths: list[str], n: int) -> dict[str, float]:
+    """Each stage's (or phase's) elasticity to its core's speed from
+    experiments/host_sensitivity.py's JSON files, each at its measured size nearest n (in
+    log2); the trip back's from its steps (TRIP_STEPS)."""
+    out: dict[str, float] = {}
+    medians: dict[str, float] = {}
+    for path in paths:
+        doc = json.loads(Path(path).read_text())
+        size = min(doc, key=lambda k: abs(int(k).bit_length() - n.bit_length()))
+        for s, v in doc[size]["summary"].items():
+            if not math.isnan(v["elasticity"]):
+                out[s], medians[s] = v["elasticity"], v["median_s"]
+    for phase, steps in TRIP_STEPS.items():
+        if all(s in out for s in steps):
+            total = sum(medians[s] for s in steps)
+            out[phase] = sum(out[s] * medians[s] for s in steps) / total
+    return out
 
 
 def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
@@ -700,7 +718,7 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
     return [
         "Each completed run predicted for the host it ran on (`--host-scaled`: "
         + (
-            f"each stage's time scaled by its elasticity ({args.host_elasticity}) to "
+            f"each stage's time scaled by its elasticity ({', '.join(args.host_elasticity)}) to "
             if args.host_elasticity
             else "its CPU stages' times scaled by "
         )
@@ -792,9 +810,10 @@ def main() -> None:
     )
     ap.add_argument(
         "--host-elasticity",
-        default="",
+        nargs="*",
+        default=[],
         help="predict: with --host-scaled, each stage follows the host by its elasticity to its "
-        "core's speed, from experiments/host_sensitivity.py's JSON (default: CPU stages wholly)",
+        "core's speed, from experiments/host_sensitivity.py's JSON files (default: CPU stages wholly)",
     )
     ap.add_argument(
         "--calibrate-span",

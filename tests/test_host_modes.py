@@ -137,14 +137,43 @@ def test_a_stage_follows_a_slower_host_by_its_elasticity(tmp_path):
     prof = tiny_profile()
     n = 1 << 12
     measured = {
-        str(1 << 11): {"summary": {"prep": {"elasticity": 0.5}, "kernels": {"elasticity": float("nan")}}}
+        str(1 << 11): {
+            "summary": {
+                "prep": {"elasticity": 0.5, "median_s": 0.01},
+                "kernels": {"elasticity": float("nan"), "median_s": 0.01},
+            }
+        }
     }
     path = tmp_path / "hs.json"
     path.write_text(json.dumps(measured))
-    e = gpu_validation.read_elasticity(str(path), n)
+    e = gpu_validation.read_elasticity([str(path)], n)
     assert e == {"prep": 0.5}  # a stage the samples could not read is left to the default
     before, after = prof.resolve(n), gpu_validation.on_host(prof, 4.0, e).resolve(n)
     for name, st in before.stages.items():
         want = {"prep": 2.0}.get(name, 4.0 if st.on == "cpu" else 1.0)
         for a, b in zip(st.phases, after.stages[name].phases, strict=True):
             assert b.seconds == pytest.approx(want * a.seconds), name
+
+
+def test_the_trip_backs_elasticity_is_its_steps_weighted_by_their_times(tmp_path):
+    """read_elasticity: synthesis's phase "transfer" (the hand-off in the worker, then the
+    driver's receive) takes their elasticities weighted by their median times, and a
+    phase's elasticity wins over its stage's in on_host."""
+    import json
+
+    steps = {
+        "synthesis.compute": {"elasticity": 0.5, "median_s": 0.1},
+        "synthesis.hand_off": {"elasticity": 0.2, "median_s": 0.3},
+        "synthesis.receive": {"elasticity": 0.8, "median_s": 0.1},
+    }
+    path = tmp_path / "synth.json"
+    path.write_text(json.dumps({str(1 << 12): {"summary": steps}}))
+    e = gpu_validation.read_elasticity([str(path)], 1 << 12)
+    assert e["synthesis.transfer"] == pytest.approx((0.2 * 0.3 + 0.8 * 0.1) / 0.4)
+    prof = tiny_profile()
+    before = prof.resolve(1 << 12).stages["synthesis"]
+    after = gpu_validation.on_host(prof, 4.0, e).resolve(1 << 12).stages["synthesis"]
+    assert len(before.phases) > 0
+    for a, b in zip(before.phases, after.phases, strict=True):
+        want = 4.0 ** e.get(f"synthesis.{a.name}", 1.0)
+        assert b.seconds == pytest.approx(want * a.seconds), a.name
