@@ -376,7 +376,7 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         # peak VRAM and GPU busy from a run of the outcome the model gives: a run that ran
         # out of memory stopped allocating where it failed, so its peak says nothing of the
         # peak of one that completed, and the reverse
-        _, like = next(((rr, cc) for rr, cc in reps if like_model(cc)), reps[0])
+        like = next((cc for _, cc in reps if like_model(cc)), c)
         vram, busy = like["peak VRAM (MiB)"], like["GPU busy"]
         vals = [m for _, cc in reps if (m := cc["throughput (s/proof)"]["measured"])]
         ooms = sum(bool(cc["OOM"]["measured"]) for _, cc in reps)
@@ -665,9 +665,9 @@ def read_elasticity(paths: list[str], n: int) -> dict[str, float]:
 
 def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
     """Each completed run predicted for the host it ran on (on_host, by the all-core
-    factor during it over calibrate's), per configuration the mean of its runs' errors
-    against the real mean: how much of the error the host's drift since calibrate
-    explains, with no parameter fitted."""
+    factor during it over calibrate's); per configuration, the mean of those predictions
+    against the mean of the runs' real throughputs: how much of the error the host's
+    drift since calibrate explains, with no parameter fitted."""
     if not args.host_watch or not args.calibrate_span:
         return []
     from host_modes import mean_factor, read
