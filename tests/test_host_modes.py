@@ -44,12 +44,17 @@ def test_a_killed_watch_stops_its_probes(tmp_path):
 
     out = tmp_path / "host.csv"
     script = host_modes.__file__
-    w = subprocess.Popen([sys.executable, script, "watch", str(out), "--seconds", "60", "--cores", "2"])
-    deadline = time.time() + 30
-    while (not out.exists() or out.stat().st_size == 0) and time.time() < deadline:
-        time.sleep(0.1)
-    w.terminate()
-    assert w.wait(timeout=10) == 0
+    err = tmp_path / "watch.err"
+    with err.open("w") as stderr:
+        w = subprocess.Popen(
+            [sys.executable, script, "watch", str(out), "--seconds", "60", "--cores", "2"], stderr=stderr
+        )
+        deadline = time.time() + 30
+        while (not out.exists() or out.stat().st_size == 0) and time.time() < deadline:
+            time.sleep(0.1)
+        w.terminate()
+        assert w.wait(timeout=10) == 0
+    assert out.exists(), f"no sample in 30 s; the watcher said: {err.read_text()[-2000:]}"
     size = out.stat().st_size
     time.sleep(1.0)  # nothing writes after the watcher is gone
     assert out.stat().st_size == size > 0
