@@ -236,6 +236,15 @@ def test_calibrate_the_cpu_backend(tmp_path):
     assert m["synthesis_compute"][0] + m["synthesis_transfer"][0] == pytest.approx(
         m["synthesis"][0], abs=2e-6
     )  # stored to 1 us
+    # the kernels timed twice a repeat: phase by phase (a sync after each), and as a run
+    # launches them; the phases' laws carry the second's total
+    assert len(m["kernels_unsynced"]) == len(m["kernels"]) == 1
+    from simgpu.calibrate.fit import unsynced_scale
+
+    (f,) = unsynced_scale([m])
+    phases = prof.resolve(256).stages["kernels"].phases
+    measured = sum(m[f"kernels_{ph.name}"][0] for ph in phases)
+    assert sum(ph.seconds for ph in phases) == pytest.approx(f * measured, rel=0.05)
     # how the device shares its work, measured and fitted into the gpu resource's uses
     queue = doc["calibration"]["device_queue"]
     assert set(queue) == {
@@ -695,21 +704,63 @@ def test_the_exclusive_reading_gives_the_stream_to_whatever_of_a_stage_is_on_it(
     assert fit_device_queue(older, 50.0, "exclusive") == fit_device_queue(older, 50.0)
 
 
-def test_the_shipped_h200_profile_is_its_lease_calibration_as_calibrate_wrote_it() -> None:
-    """h200-cupy is the twenty-fifth lease's calibration (kept in docs/data) with only its
-    name changed: the device read exclusively and the buffers at every size of the ladder,
-    as calibrate writes them, and the G2 MSM's arrays sized by the key."""
+def test_the_shipped_h200_profile_is_its_lease_calibration_refitted_with_the_fits_of_now() -> None:
+    """h200-cupy is the twenty-fifth lease's calibration (kept in docs/data), its stage
+    times refitted as calibrate fits them now (the kernels' phases without the phase
+    clock's syncs), and nothing else changed but its name: the device read exclusively,
+    the buffers at every size of the ladder, the G2 MSM's arrays sized by the key."""
     import tomllib
+
+    from simgpu.calibrate.refit import refit_times
 
     shipped = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
     lease = tomllib.loads(
         (ROOT / "docs" / "data" / "h200-2026-12-05d" / "call1" / "h200-cupy-key.toml").read_text()
     )
+    errors = refit_times(lease)
     assert shipped["profile"].pop("name") == "h200-cupy"
     assert lease["profile"].pop("name") == "h200-cupy-key"
-    assert shipped == lease
+    assert shipped["calibration"].pop("fit_max_rel_error") == {
+        **lease["calibration"].pop("fit_max_rel_error"),
+        **{k: round(v, 4) for k, v in errors.items()},
+    }
+    assert shipped == json.loads(json.dumps(lease))  # the laws as plain tables
     assert shipped["calibration"]["device_law"] == "exclusive"
     assert shipped["calibration"]["msm_capacity"] == "key"
     # the law's pairing and both sides of each device pairing were measured
     assert "prestage_beside_kernel_load" in shipped["calibration"]["device_queue"]
     assert "kernel_load_beside_kernels" in shipped["calibration"]["device_queue"]
+    # the refit took the phase clock's syncs out of the kernels: 5.2 ms at 2^20
+    kernels = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").resolve(1 << 20)
+    total = sum(ph.seconds for ph in kernels.stages["kernels"].phases)
+    assert total == pytest.approx(0.0497 * (0.0511 - 0.0052) / 0.0511, rel=0.01)
+
+
+def test_the_kernels_phases_are_fitted_as_a_run_takes_them_without_the_clocks_syncs() -> None:
+    """simgpu.calibrate.fit.unsynced_scale: the phase clock syncs the device after each
+    kernels phase, a run does not.  Where the stage was also timed without the clock, the
+    phases scale by the medians' ratio; before it was, the gap at the contention size
+    (its synced median less the device queue's kernels alone) comes out of every size."""
+    from simgpu.calibrate.fit import phase_means, sync_gap, unsynced_scale
+
+    new = {
+        "constraints": 1 << 20,
+        "kernels": [0.050, 0.052, 0.054],
+        "kernels_unsynced": [0.045, 0.046, 0.047],
+    }
+    assert unsynced_scale([new]) == [pytest.approx(0.046 / 0.052)]
+    old = [
+        {"constraints": 1 << 18, "kernels": [0.038], "kernels_ntt": [0.010], "prep": [0.02]},
+        {"constraints": 1 << 20, "kernels": [0.0497], "kernels_ntt": [0.012], "prep": [0.05]},
+    ]
+    gap = sync_gap(old, alone_unsynced=0.0459, at=1 << 20)
+    assert gap == pytest.approx(0.0038)
+    assert unsynced_scale(old, gap) == [pytest.approx(0.0342 / 0.038), pytest.approx(0.0459 / 0.0497)]
+    assert phase_means(old, "kernels_ntt", gap) == [
+        pytest.approx(0.010 * 0.0342 / 0.038),
+        pytest.approx(0.012 * 0.0459 / 0.0497),
+    ]
+    assert phase_means(old, "prep", gap) == phase_means(old, "prep")  # other stages as measured
+    assert sync_gap(old, alone_unsynced=0.060, at=1 << 20) == 0.0  # noise: no gain from the syncs
+    assert sync_gap(old, alone_unsynced=None, at=1 << 20) is None
+    assert unsynced_scale(old) == [1.0, 1.0]  # nothing unsynced measured: as measured

@@ -26,4 +26,7 @@ def test_on_the_shipped_profile_the_overlapping_designs_tie_where_the_device_bin
         sys.argv = argv
     row = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:2] == ["20", "2"])
     serial, single, split, reserve = (float(x) for x in row.split()[4:8])
-    assert single == split < serial and reserve <= single
+    # a tie to within 1% (the printed figures differ in their last digit where the
+    # kernels leave the device a little room), far from serial's 15% and more
+    assert split == pytest.approx(single, rel=0.01) and reserve <= single * 1.01
+    assert serial > 1.15 * max(single, split, reserve)

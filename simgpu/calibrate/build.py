@@ -30,7 +30,8 @@ from simgpu.calibrate.fit import (
     fit_gil,
     fit_pressure,
     fit_synthesis_contention,
-    stage_means,
+    phase_means,
+    sync_gap,
     time_law,
     time_laws,
 )
@@ -97,8 +98,12 @@ def build_profile(
         for r in runs
     }
 
+    rows = list(measurements.values())
+    queue = contention.device_queue if contention else {}
+    gap = sync_gap(rows, (queue.get("kernels beside kernel_load") or (None,))[0], contention and contention.n)
+
     def fitted(key: str) -> Inline:
-        ys = stage_means(list(measurements.values()), key.replace(".", "_"))
+        ys = phase_means(rows, key.replace(".", "_"), gap)
         law, errors[key] = time_law(ns, ys, time_laws(key.partition(".")[0]))
         return law
 

@@ -84,6 +84,58 @@ def stage_means(rows: list[dict[str, Any]], key: str, at: float | None = None) -
     return [statistics.mean(t * at / ref for t, ref in p) for p in pairs]
 
 
+#: The stage whose phases calibrate times one by one, a device sync after each
+#: (simgpu.prover.groth16's phase clock); a run launches them back to back.
+PHASED = "kernels"
+
+
+def sync_gap(rows: list[dict[str, Any]], alone_unsynced: float | None, at: int | None) -> float | None:
+    """What the syncs between PHASED's phases added to it at the contention size `at`, for
+    a profile measured before calibrate timed it without them (`unsynced_scale`): the
+    synced median there less its device queue's kernels alone (`alone_unsynced`, timed
+    without the phase clock), at least 0 (the noise of three repeats).  None where either
+    is missing."""
+    if alone_unsynced is None or at is None:
+        return None
+    there = [r for r in rows if r["constraints"] == at and r.get(PHASED)]
+    return max(0.0, statistics.median(there[0][PHASED]) - alone_unsynced) if there else None
+
+
+def unsynced_scale(rows: list[dict[str, Any]], gap: float | None = None) -> list[float]:
+    """Per row (a measured size): what the phases of PHASED, timed with a sync after each,
+    take together in a run that does not sync between them, as a share of their synced
+    time.  Each sync drains the device, and the next phase's first launch starts from the
+    host: on the twenty-fourth and twenty-fifth leases the pipeline's serial kernels at
+    2^20 ran in 43 and 45 ms, calibrate's unsynced 43.3 and 45.9, its synced 46.0 and
+    49.7 (docs/validation.md).
+
+    Where calibrate also timed the stage without the syncs (`kernels_unsynced`), the
+    share is their medians' ratio.  Before it did, a profile carries one unsynced time,
+    at its contention size: that `gap` (sync_gap) comes out of every size, a sync's cost
+    being the host's launch latency, whatever the size.  1 where neither was measured."""
+    out = []
+    for r in rows:
+        synced = statistics.median(r[PHASED]) if r.get(PHASED) else 0.0
+        if synced <= 0:
+            out.append(1.0)
+        elif r.get(f"{PHASED}_unsynced"):
+            out.append(statistics.median(r[f"{PHASED}_unsynced"]) / synced)
+        elif gap is not None:
+            out.append(max(0.0, synced - gap) / synced)
+        else:
+            out.append(1.0)
+    return out
+
+
+def phase_means(rows: list[dict[str, Any]], key: str, gap: float | None = None) -> list[float]:
+    """`stage_means` of a stage or phase key ('kernels_h_msm'); a phase of PHASED as a
+    run takes it, without the phase clock's syncs (unsynced_scale)."""
+    means = stage_means(rows, key)
+    if not key.startswith(f"{PHASED}_") or key == f"{PHASED}_unsynced":
+        return means
+    return [m * f for m, f in zip(means, unsynced_scale(rows, gap), strict=True)]
+
+
 def time_law(ns: list[int], ys: list[float], candidates: tuple[str, ...] = TIME_LAWS) -> tuple[Inline, float]:
     """The best time law over the ladder, or the measured points where no law is within
     TIME_EXACT of every size, with that law for the sizes beyond them.  Returns (TOML

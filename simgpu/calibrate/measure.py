@@ -119,6 +119,8 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             run.add("synthesis.pickle", min(pickling, transfer))
             _, dt = timed("prep", part, None)
             run.add("prep", dt)
+            kept = part.host.prepared
+            abc = tuple(np.array(x) for x in (kept.a, kept.b, kept.c))  # prestage lets them go
             plan = prover_plan(
                 ProverShape.from_prepared(part.host.prepared),
                 stream_batch=device.stream_batch,
@@ -135,6 +137,7 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             run.vram_peak["kernels"] = max(run.vram_peak.get("kernels", 0), probe.vram_peak)
             for ph in PHASES:
                 run.add(f"kernels.{ph}", probe.seconds[ph])
+            run.add("kernels.unsynced", _kernels_unsynced(ex, part, abc, timed))
             _, dt = timed("b_g2_msm", part, 0 if settings.b_g2_on == "gpu" else None)
             run.add("b_g2_msm", dt)
             if settings.b_g2_on == "gpu":  # the device pool's peak, to check its plan too
@@ -171,6 +174,31 @@ def result_trip(wall: float, probe: dict[str, float]) -> float:
     """A synthesis result's way back: the stage's wall time less its compute and the
     timing work done in the worker (the executor's StageProbe seconds)."""
     return max(0.0, wall - probe.get("extra", 0.0) - probe.get("compute", 0.0))
+
+
+def _kernels_unsynced(ex: Any, part: Any, abc: tuple[Any, ...], timed: Callable[..., Any]) -> float:
+    """The kernels stage of `part` once more, uploaded again from `abc` (its a, b, c), as a
+    run launches it: without the probe, whose phase clock syncs the device after each
+    phase (simgpu.calibrate.fit.unsynced_scale).  Seconds; the pool's trace, if one is
+    on, does not see it."""
+    device = ex.backends[0]
+    prepared = part.host.prepared
+    prepared.a, prepared.b, prepared.c = abc
+    probe, ex.probe = ex.probe, None
+    trace = getattr(device, "alloc_trace", None)
+    if trace is not None:
+        device.alloc_trace = None
+    try:
+        buffers, _ = timed("prestage", part, 0)
+        try:
+            _, dt = timed("kernels", part, 0, buffers=buffers)
+        finally:
+            ex.free(buffers)
+    finally:
+        ex.probe = probe
+        if trace is not None:
+            device.alloc_trace = trace
+    return dt
 
 
 def _trace_last(device: Any, last: bool) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from simgpu.calibrate.fit import stage_means, time_law, time_laws
+from simgpu.calibrate.fit import phase_means, sync_gap, time_law, time_laws
 from simgpu.calibrate.measure import TRIP, Contention
 from simgpu.errors import UserError
 from simgpu.profile.schema import phase_key
@@ -16,11 +16,14 @@ from simgpu.profile.tomlwrite import Inline, dumps
 def measured_means(
     doc: dict[str, Any], key: str, max_size: int | None = None
 ) -> tuple[list[int], list[float]]:
-    """(sizes, mean seconds, as `stage_means`) of one stage or kernels phase
+    """(sizes, mean seconds, as `phase_means`) of one stage or kernels phase
     ('kernels_h_msm') from a profile's [calibration.measurements]."""
-    rows = sorted(doc["calibration"]["measurements"].values(), key=lambda r: r["constraints"])
-    rows = [r for r in rows if max_size is None or r["constraints"] <= max_size]
-    return [r["constraints"] for r in rows], stage_means(rows, key)
+    cal = doc["calibration"]
+    every = sorted(cal["measurements"].values(), key=lambda r: r["constraints"])
+    alone = (cal.get("device_queue", {}).get("kernels_beside_kernel_load") or (None,))[0]
+    gap = sync_gap(every, alone, cal.get("contention", {}).get("constraints"))
+    rows = [r for r in every if max_size is None or r["constraints"] <= max_size]
+    return [r["constraints"] for r in rows], phase_means(rows, key, gap)
 
 
 def refit_times(doc: dict[str, Any], max_size: int | None = None) -> dict[str, float]:
