@@ -4,8 +4,8 @@ calibrate (simgpu.calibrate.measure.measure_beside_prep), at the sizes given:
     python experiments/beside_prep.py 2^20 --json out/beside-prep.json
 
 Prints each stage's fastest time alone and beside, and their ratio.  The prover is set
-up as `simgpu calibrate` sets it up for h200-cupy (the PoRep-shaped circuit, b_g2_msm
-on the device over 8 cores, the MSMs sized by the key).
+up as `--profile` (default h200-cupy) was calibrated: the PoRep-shaped circuit, b_g2_msm
+on the device over 8 cores, the MSMs sized by the key (ProverSettings.as_calibrated).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from simgpu.calibrate.measure import measure_beside_prep
+from simgpu.profile import find_profile, load_profile
 from simgpu.real.executor import ProverExecutor, ProverSettings
 from simgpu.units import parse_count
 
@@ -26,19 +27,17 @@ def main() -> None:
     ap.add_argument("--backend", default="cupy", help="cpu: a dry run")
     ap.add_argument("--repeats", type=int, default=6)
     ap.add_argument("--keys-dir", default="out/keys")
+    ap.add_argument(
+        "--profile", default="h200-cupy", help="the calibrated profile whose prover set-up is used"
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
+    prof = load_profile(find_profile(args.profile))
     out = {}
     for size in args.sizes:
         n = parse_count(size, "size", minimum=1)
-        settings = ProverSettings(
-            backend=args.backend,
-            b_g2_on="gpu",
-            b_g2_threads=8,
-            circuit="porep",
-            msm_capacity="key",
-            partition_workers=1,
-            keys_dir=Path(args.keys_dir),
+        settings = ProverSettings.as_calibrated(
+            prof, backend=args.backend, partition_workers=1, keys_dir=Path(args.keys_dir)
         )
         t = time.perf_counter()
         ex = ProverExecutor(settings.spec(n), settings)

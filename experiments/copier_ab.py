@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from simgpu.gpu import transfer
+from simgpu.profile import find_profile, load_profile
 from simgpu.prover import groth16
 from simgpu.real.executor import ProverExecutor, ProverSettings
 from simgpu.sched.work import Partition, Proof
@@ -105,8 +106,8 @@ def fresh(ex: ProverExecutor, n: int, i: int) -> Partition:
 
 
 def measure(n: int, repeats: int, log: Any, backend_name: str = "cupy") -> dict[str, Any]:
-    settings = ProverSettings(
-        backend=backend_name, b_g2_on="gpu", msm_capacity="key", circuit="porep", b_g2_threads=8
+    settings = ProverSettings.as_calibrated(
+        load_profile(find_profile("h200-cupy")), backend=backend_name
     ).check(n)
     ex = ProverExecutor(settings.spec(n), settings)
     backend = ex.backends[0]
@@ -220,8 +221,6 @@ def scene(profile: Any, n: int, seed: int, with_g2: bool, beside: bool | None) -
 def predicted(profile_path: str, n: int) -> dict[str, tuple[float, float]]:
     """(b_g2_msm's, the next worker's kernels') seconds in the model in each scene, on one
     device of the profile: the mean of SEEDS runs."""
-    from simgpu.profile.schema import load_profile
-
     profile = load_profile(profile_path)
     scenes = {"alone": (True, None), "own": (True, False), "own+k": (True, True), "next alone": (False, True)}
     out: dict[str, tuple[float, float]] = {}

@@ -679,6 +679,7 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
     got: dict[str, list[tuple[float, float]]] = {}
     cache: dict[tuple, float] = {}
     factors: list[float] = []
+    elasticity: dict[int, dict[str, float]] = {}
     for r, c in table:
         thr, wall = c["throughput (s/proof)"], r.get("wall_s")
         if not wall or not thr["measured"] or c["proofs failed"]["measured"] or c["OOM"]["p"] >= 0.5:
@@ -692,10 +693,10 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         if key not in cache:
             n = r["constraints"]
             cfg = config_of(args, r["gpu_workers"], r["concurrency"], r["vram_cap"])
+            if n not in elasticity:  # the files read once a size
+                elasticity[n] = read_elasticity(args.host_elasticity, n) if args.host_elasticity else {}
             p = predict(
-                on_host(
-                    prof, factor, read_elasticity(args.host_elasticity, n) if args.host_elasticity else None
-                ),
+                on_host(prof, factor, elasticity[n]),
                 cfg,
                 Workload(f"groth16-n{n}", args.partitions, n),
                 resolve_design(r["design"]),

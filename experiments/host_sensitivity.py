@@ -140,6 +140,7 @@ def summarize(rows: dict[str, list[list[float]]]) -> dict[str, dict[str, float]]
 
 
 def main() -> None:
+    from simgpu.profile import find_profile, load_profile
     from simgpu.real.executor import ProverExecutor, ProverSettings
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -147,6 +148,9 @@ def main() -> None:
     ap.add_argument("--backend", default="cupy", help="cpu: a dry run")
     ap.add_argument("--repeats", type=int, default=60)
     ap.add_argument("--keys-dir", default="out/keys")
+    ap.add_argument(
+        "--profile", default="h200-cupy", help="the calibrated profile whose prover set-up is used"
+    )
     ap.add_argument(
         "--what",
         choices=("driver", "synthesis", "both"),
@@ -156,17 +160,12 @@ def main() -> None:
     )
     ap.add_argument("--json")
     args = ap.parse_args()
+    prof = load_profile(find_profile(args.profile))
     out = {}
     for size in args.sizes:
         n = parse_count(size, "size", minimum=1)
-        settings = ProverSettings(
-            backend=args.backend,
-            b_g2_on="gpu",
-            b_g2_threads=8,
-            circuit="porep",
-            msm_capacity="key",
-            partition_workers=1,
-            keys_dir=Path(args.keys_dir),
+        settings = ProverSettings.as_calibrated(
+            prof, backend=args.backend, partition_workers=1, keys_dir=Path(args.keys_dir)
         )
         rows: dict[str, list[list[float]]] = {}
         if args.what in ("driver", "both"):

@@ -272,3 +272,20 @@ def test_validate_exits_3_when_the_real_run_deadlocks(keys_dir):
     r = CliRunner().invoke(app, [*args, "-d", f"{crossed}:crossed_locks"])
     assert r.exit_code == 3, r.output
     assert "the real run is stuck (deadlock): gpu0.w0 -> gpu0.w1" in r.output
+
+
+def test_the_prover_is_set_up_as_its_profile_was_calibrated() -> None:
+    """ProverSettings.as_calibrated: where b_g2_msm ran and over how many cores, the
+    circuit and how the G2 MSM sized its arrays come from the profile's [calibration];
+    what the caller gives wins, and a profile that does not say leaves the defaults."""
+    from simgpu.profile import find_profile, load_profile
+    from simgpu.real.executor import ProverSettings
+
+    shipped = ProverSettings.as_calibrated(load_profile(find_profile("h200-cupy")), backend="cpu")
+    assert (shipped.backend, shipped.b_g2_on, shipped.b_g2_threads) == ("cpu", "gpu", 8)
+    assert (shipped.circuit, shipped.msm_capacity) == ("porep", "key")
+    assert (
+        ProverSettings.as_calibrated(load_profile(find_profile("h200-cupy")), b_g2_on="cpu").b_g2_on == "cpu"
+    )
+    seed = ProverSettings.as_calibrated(load_profile(find_profile("seed-rtx5070ti")))
+    assert seed == ProverSettings()  # the seed was not calibrated: nothing to carry

@@ -146,6 +146,19 @@ class ProverSettings:
             **{k: v for k, v in prover.items() if v is not None},
         )
 
+    @classmethod
+    def as_calibrated(cls, prof: Any, **prover: Any) -> ProverSettings:
+        """The prover set up as the calibrated profile `prof` measured it (its
+        [calibration]: where b_g2_msm ran and over how many cores, the circuit, how the G2
+        MSM sized its arrays; the defaults where the profile does not say), plus `prover`."""
+        calibrated = {
+            "b_g2_on": prof.calibrated_b_g2_on,
+            "b_g2_threads": prof.calibrated_b_g2_threads,
+            "circuit": prof.calibrated_circuit,
+            "msm_capacity": prof.calibrated_msm_capacity,
+        }
+        return cls(**{k: v for k, v in calibrated.items() if v is not None} | prover)
+
     def check(self, constraints: int) -> ProverSettings:
         """Refuse, in one line, what this machine or this prover cannot run, before any
         work: an unknown backend, no GPU for cupy, a circuit too large for the CPU backend."""
