@@ -704,36 +704,34 @@ def test_the_exclusive_reading_gives_the_stream_to_whatever_of_a_stage_is_on_it(
     assert fit_device_queue(older, 50.0, "exclusive") == fit_device_queue(older, 50.0)
 
 
-def test_the_shipped_h200_profile_is_its_lease_calibration_refitted_with_the_fits_of_now() -> None:
-    """h200-cupy is the twenty-fifth lease's calibration (kept in docs/data), its stage
-    times refitted as calibrate fits them now (the kernels' phases without the phase
-    clock's syncs), and nothing else changed but its name: the device read exclusively,
-    the buffers at every size of the ladder, the G2 MSM's arrays sized by the key."""
+def test_the_shipped_h200_profile_is_its_lease_calibration_as_calibrate_wrote_it() -> None:
+    """h200-cupy is the twenty-sixth lease's calibration (kept in docs/data), nothing
+    changed but its name: the kernels timed both with and without the phase clock's
+    syncs at every size, the device read exclusively, the buffers at every size of the
+    ladder, the G2 MSM's arrays sized by the key."""
     import tomllib
-
-    from simgpu.calibrate.refit import refit_times
 
     shipped = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
     lease = tomllib.loads(
-        (ROOT / "docs" / "data" / "h200-2026-12-05d" / "call1" / "h200-cupy-key.toml").read_text()
+        (ROOT / "docs" / "data" / "h200-2026-12-05e" / "call1" / "h200-cupy-key.toml").read_text()
     )
-    errors = refit_times(lease)
     assert shipped["profile"].pop("name") == "h200-cupy"
     assert lease["profile"].pop("name") == "h200-cupy-key"
-    assert shipped["calibration"].pop("fit_max_rel_error") == {
-        **lease["calibration"].pop("fit_max_rel_error"),
-        **{k: round(v, 4) for k, v in errors.items()},
-    }
-    assert shipped == json.loads(json.dumps(lease))  # the laws as plain tables
+    assert shipped == lease
     assert shipped["calibration"]["device_law"] == "exclusive"
     assert shipped["calibration"]["msm_capacity"] == "key"
     # the law's pairing and both sides of each device pairing were measured
     assert "prestage_beside_kernel_load" in shipped["calibration"]["device_queue"]
     assert "kernel_load_beside_kernels" in shipped["calibration"]["device_queue"]
-    # the refit took the phase clock's syncs out of the kernels: 5.2 ms at 2^20
-    kernels = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").resolve(1 << 20)
+    # and the kernels unsynced at every size, which the phases' laws carry
+    sizes = shipped["calibration"]["measurements"]
+    assert all("kernels_unsynced" in sizes[f"n{n}"] for n in shipped["calibration"]["sizes"])
+    # (at 2^18 the syncs cost 8% of the stage: 34.9 ms synced, 32.2 unsynced)
+    kernels = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").resolve(1 << 18)
     total = sum(ph.seconds for ph in kernels.stages["kernels"].phases)
-    assert total == pytest.approx(0.0497 * (0.0511 - 0.0052) / 0.0511, rel=0.01)
+    at = sizes["n262144"]
+    assert total == pytest.approx(statistics.median(at["kernels_unsynced"]), rel=0.03)
+    assert total < 0.95 * statistics.median(at["kernels"])
 
 
 def test_the_kernels_phases_are_fitted_as_a_run_takes_them_without_the_clocks_syncs() -> None:
