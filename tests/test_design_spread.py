@@ -15,6 +15,13 @@ def test_the_gap_is_the_smallest_between_neighbours_once_sorted() -> None:
     assert design_spread.spread({"a": 1.0, "b": None}) is None  # one ran out of memory
 
 
+def test_levels_split_where_a_neighbour_is_at_least_15_percent_slower() -> None:
+    # 1.0 and 1.1 share a level, 1.3 starts one (18% past 1.1), 1.5 another (15.4%)
+    assert design_spread.levels({"a": 1.0, "b": 1.1, "c": 1.3, "d": 1.5}) == 3
+    assert design_spread.levels({"a": 1.0, "b": 1.0, "c": 1.01, "d": 1.17}) == 2
+    assert design_spread.levels({"a": 1.0, "b": None}) is None
+
+
 def test_on_the_shipped_profile_the_overlapping_designs_tie_where_the_device_binds(capsys) -> None:
     import sys
 
