@@ -26,6 +26,7 @@ import functools
 import math
 import multiprocessing
 import os
+import queue
 import statistics
 import threading
 import time
@@ -717,10 +718,35 @@ def measure_device_queue(
     gpu_load_part = fresh(200)
     kept = gpu_load_part.host.prepared
     gpu_abc = tuple(np.array(x) for x in (kept.a, kept.b, kept.c))
+    # prestage lets a, b, c go, so each round needs a fresh copy; a side thread keeps
+    # two ready, as the pipeline's next worker finds its inputs synthesised, so that
+    # the loop is the device work it stands for (copied inline, 400 MB at 2^22 left the
+    # device idle between rounds: docs/validation.md, the twenty-sixth lease)
+    ready: queue.Queue[tuple[np.ndarray, ...]] = queue.Queue(maxsize=2)
+    done_copying = threading.Event()
+
+    def keep_copies() -> None:
+        while not done_copying.is_set():
+            abc = tuple(x.copy() for x in gpu_abc)
+            while not done_copying.is_set():
+                try:
+                    ready.put(abc, timeout=0.05)
+                    break
+                except queue.Full:
+                    continue
+
+    copier = threading.Thread(target=keep_copies, name="gpu_load_inputs", daemon=True)
+    copier.start()
 
     def gpu_load() -> None:
         prepared = gpu_load_part.host.prepared
-        prepared.a, prepared.b, prepared.c = (x.copy() for x in gpu_abc)  # prestage lets them go
+        while True:
+            try:
+                prepared.a, prepared.b, prepared.c = ready.get(timeout=1.0)
+                break
+            except queue.Empty:
+                if not copier.is_alive():  # it died (out of host memory, say): never hang
+                    raise RuntimeError("gpu_load: the thread copying its inputs stopped") from None
         buffers = ex.run_stage("prestage", gpu_load_part, 0, {})
         try:
             ex.run_stage("kernels", gpu_load_part, 0, {"buffers": buffers})
@@ -787,55 +813,62 @@ def measure_device_queue(
 
     on_device = ex.settings.b_g2_on == "gpu"
     sums: dict[tuple[str, str], list[float]] = {}
-    for rep in range(repeats):
-        # the kernels and b_g2_msm each beside one prestage started with them
-        part = fresh(50 + rep)
-        buffers = ex.run_stage("prestage", part, 0, {})
-        try:
-            kernels = functools.partial(ex.run_stage, "kernels", part, 0, {"buffers": buffers})
-            dt, up = beside_one_prestage(kernels, 2 * rep)
-        finally:
-            buffers.free()
-        sums.setdefault(("kernels", "one_prestage"), []).append(dt)
-        sums.setdefault(("one_prestage", "beside"), []).append(up)
-        if on_device:
-            g2_call = functools.partial(ex.run_stage, "b_g2_msm", part, 0, {})
-            dt, up = beside_one_prestage(g2_call, 2 * rep + 1)
-            sums.setdefault(("b_g2_msm", "one_prestage"), []).append(dt)
-            sums.setdefault(("one_prestage", "beside"), []).append(up)
-        part.host.free()
-        for i, load in enumerate((None, "kernel_load", "copy_load", "gpu_load")):
-            stop, started, errors = threading.Event(), threading.Event(), []
-            rounds: list[tuple[float, float]] = []
-            if load is not None:
-                sums.setdefault((load, "alone"), []).append(round_alone(load))
-
-            part = fresh(1 + 4 * rep + i)  # made before the load starts: only device work overlaps it
-            thread = None
-            if load is not None:
-                thread = threading.Thread(
-                    target=_loop, args=(loads[load], stop, started, errors, rounds), name=load, daemon=True
-                )
-                thread.start()
-                started.wait()  # timed in the load's steady state, not its start
+    try:
+        for rep in range(repeats):
+            # the kernels and b_g2_msm each beside one prestage started with them
+            part = fresh(50 + rep)
+            buffers = ex.run_stage("prestage", part, 0, {})
             try:
-                if errors:
-                    raise errors[0]
-                times = gpu_part(part)
-                if on_device:
-                    times |= b_g2(part)
+                kernels = functools.partial(ex.run_stage, "kernels", part, 0, {"buffers": buffers})
+                dt, up = beside_one_prestage(kernels, 2 * rep)
             finally:
-                stop.set()
-                if thread is not None:
-                    thread.join()
-                part.host.free()
-            if errors:  # the load failed while the stage ran: the timing is not beside it
-                raise errors[0]
-            for stage, (t0, t1) in times.items():
-                sums.setdefault((stage, load or "alone"), []).append(t1 - t0)
-                done = rounds_within(rounds, t0, t1) if load is not None else 0.0
-                if done > 0:  # the load's side: its seconds a round while the stage ran
-                    sums.setdefault((load, stage), []).append((t1 - t0) / done)
+                buffers.free()
+            sums.setdefault(("kernels", "one_prestage"), []).append(dt)
+            sums.setdefault(("one_prestage", "beside"), []).append(up)
+            if on_device:
+                g2_call = functools.partial(ex.run_stage, "b_g2_msm", part, 0, {})
+                dt, up = beside_one_prestage(g2_call, 2 * rep + 1)
+                sums.setdefault(("b_g2_msm", "one_prestage"), []).append(dt)
+                sums.setdefault(("one_prestage", "beside"), []).append(up)
+            part.host.free()
+            for i, load in enumerate((None, "kernel_load", "copy_load", "gpu_load")):
+                stop, started, errors = threading.Event(), threading.Event(), []
+                rounds: list[tuple[float, float]] = []
+                if load is not None:
+                    sums.setdefault((load, "alone"), []).append(round_alone(load))
+
+                part = fresh(1 + 4 * rep + i)  # made before the load starts: only device work overlaps it
+                thread = None
+                if load is not None:
+                    thread = threading.Thread(
+                        target=_loop,
+                        args=(loads[load], stop, started, errors, rounds),
+                        name=load,
+                        daemon=True,
+                    )
+                    thread.start()
+                    started.wait()  # timed in the load's steady state, not its start
+                try:
+                    if errors:
+                        raise errors[0]
+                    times = gpu_part(part)
+                    if on_device:
+                        times |= b_g2(part)
+                finally:
+                    stop.set()
+                    if thread is not None:
+                        thread.join()
+                    part.host.free()
+                if errors:  # the load failed while the stage ran: the timing is not beside it
+                    raise errors[0]
+                for stage, (t0, t1) in times.items():
+                    sums.setdefault((stage, load or "alone"), []).append(t1 - t0)
+                    done = rounds_within(rounds, t0, t1) if load is not None else 0.0
+                    if done > 0:  # the load's side: its seconds a round while the stage ran
+                        sums.setdefault((load, stage), []).append((t1 - t0) / done)
+    finally:
+        done_copying.set()
+        copier.join()
     load_part.host.free()
     gpu_load_part.host.free()
     out: dict[str, tuple[float, float]] = {}
