@@ -439,6 +439,43 @@ def test_a_failing_device_load_is_reported_not_waited_for():
     assert [type(e) for e in errors] == [MemoryError]
 
 
+def test_a_loads_inputs_come_ready_as_fresh_copies_each_time():
+    """The GPU worker's loop takes a, b, c copied ahead (prestage lets them go): each take
+    is a new copy of the same values, never the originals."""
+    import numpy as np
+
+    from simgpu.calibrate.measure import ReadyCopies
+
+    a, b = np.arange(6, dtype=np.uint32), np.ones((2, 3), dtype=np.uint32)
+    copies = ReadyCopies((a, b))
+    try:
+        first, second = copies.take(), copies.take()
+    finally:
+        copies.close()
+    for got in (first, second):
+        assert np.array_equal(got[0], a) and np.array_equal(got[1], b)
+        assert got[0] is not a and not np.shares_memory(got[0], a)
+    assert not np.shares_memory(first[0], second[0])
+
+
+def test_a_load_whose_input_copier_died_raises_instead_of_waiting_for_ever():
+    import numpy as np
+
+    from simgpu.calibrate.measure import ReadyCopies
+
+    class Unc(np.ndarray):
+        def copy(self, *args, **kwargs):  # host memory ran out while copying
+            raise MemoryError("no host memory for a copy")
+
+    copies = ReadyCopies((np.zeros(4, dtype=np.uint32).view(Unc),))
+    try:
+        with pytest.raises(RuntimeError, match="stopped") as err:
+            copies.take(poll=0.05)
+    finally:
+        copies.close()
+    assert isinstance(err.value.__cause__, MemoryError)
+
+
 def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> None:
     """measure_device_queue on an executor that runs b_g2_msm on the device (the CPU
     backend stands for it): every pair the fit reads comes back, b_g2_msm's beside the

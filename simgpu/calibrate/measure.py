@@ -619,6 +619,49 @@ def measure_beside_prep(
     return out
 
 
+class ReadyCopies:
+    """Fresh copies of some arrays, made ahead on a side thread: a load that consumes its
+    inputs (prestage lets a, b, c go) takes the next copy ready, as a pipeline's next
+    worker takes a partition already synthesised, instead of copying on its own time (at
+    2^22 that was 400 MB a round, and the device idled meanwhile: docs/validation.md,
+    the twenty-sixth lease).  `depth` copies are kept ready; `close` stops the thread."""
+
+    def __init__(self, arrays: tuple[np.ndarray, ...], depth: int = 2) -> None:
+        self._arrays = arrays
+        self._ready: queue.Queue[tuple[np.ndarray, ...]] = queue.Queue(maxsize=depth)
+        self._closed = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._keep, name="ready_copies", daemon=True)
+        self._thread.start()
+
+    def _keep(self) -> None:
+        try:
+            while not self._closed.is_set():
+                copies = tuple(x.copy() for x in self._arrays)
+                while not self._closed.is_set():
+                    try:
+                        self._ready.put(copies, timeout=0.05)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as e:  # handed to `take`, which would otherwise wait for ever
+            self._error = e
+
+    def take(self, poll: float = 1.0) -> tuple[np.ndarray, ...]:
+        """The next copy; raises, rather than waiting for ever, if the thread has died
+        (out of host memory, say: its error is the cause)."""
+        while True:
+            try:
+                return self._ready.get(timeout=poll)
+            except queue.Empty:
+                if not self._thread.is_alive():
+                    raise RuntimeError("the thread copying a load's inputs stopped") from self._error
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join()
+
+
 def _loop(
     fn: Callable[[], None],
     stop: threading.Event,
@@ -717,36 +760,10 @@ def measure_device_queue(
 
     gpu_load_part = fresh(200)
     kept = gpu_load_part.host.prepared
-    gpu_abc = tuple(np.array(x) for x in (kept.a, kept.b, kept.c))
-    # prestage lets a, b, c go, so each round needs a fresh copy; a side thread keeps
-    # two ready, as the pipeline's next worker finds its inputs synthesised, so that
-    # the loop is the device work it stands for (copied inline, 400 MB at 2^22 left the
-    # device idle between rounds: docs/validation.md, the twenty-sixth lease)
-    ready: queue.Queue[tuple[np.ndarray, ...]] = queue.Queue(maxsize=2)
-    done_copying = threading.Event()
-
-    def keep_copies() -> None:
-        while not done_copying.is_set():
-            abc = tuple(x.copy() for x in gpu_abc)
-            while not done_copying.is_set():
-                try:
-                    ready.put(abc, timeout=0.05)
-                    break
-                except queue.Full:
-                    continue
-
-    copier = threading.Thread(target=keep_copies, name="gpu_load_inputs", daemon=True)
-    copier.start()
 
     def gpu_load() -> None:
         prepared = gpu_load_part.host.prepared
-        while True:
-            try:
-                prepared.a, prepared.b, prepared.c = ready.get(timeout=1.0)
-                break
-            except queue.Empty:
-                if not copier.is_alive():  # it died (out of host memory, say): never hang
-                    raise RuntimeError("gpu_load: the thread copying its inputs stopped") from None
+        prepared.a, prepared.b, prepared.c = inputs.take()
         buffers = ex.run_stage("prestage", gpu_load_part, 0, {})
         try:
             ex.run_stage("kernels", gpu_load_part, 0, {"buffers": buffers})
@@ -813,6 +830,10 @@ def measure_device_queue(
 
     on_device = ex.settings.b_g2_on == "gpu"
     sums: dict[tuple[str, str], list[float]] = {}
+    # prestage lets a, b, c go, so each round needs a fresh copy: made ahead on a side
+    # thread, as the pipeline's next worker finds its inputs synthesised, so that the
+    # loop is the device work it stands for
+    inputs = ReadyCopies(tuple(np.array(x) for x in (kept.a, kept.b, kept.c)))
     try:
         for rep in range(repeats):
             # the kernels and b_g2_msm each beside one prestage started with them
@@ -867,8 +888,7 @@ def measure_device_queue(
                     if done > 0:  # the load's side: its seconds a round while the stage ran
                         sums.setdefault((load, stage), []).append((t1 - t0) / done)
     finally:
-        done_copying.set()
-        copier.join()
+        inputs.close()
     load_part.host.free()
     gpu_load_part.host.free()
     out: dict[str, tuple[float, float]] = {}
