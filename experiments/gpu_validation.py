@@ -169,6 +169,7 @@ def measure(args: argparse.Namespace) -> None:
             for (label, _, design, gw, j, _), repeat in members:
                 cfg = config_of(args, gw, j, cap)
                 ex.verified.clear()
+                pools_at_start = _fresh_pools(ex)
                 trace = _trace(ex, label in (args.alloc_trace or ()))
                 flushes, shortfalls = _flushes(ex), len(_shortfalls(ex))
                 before, synth_before = _host_reference(), _synthesis_reference(settings.circuit)
@@ -212,6 +213,9 @@ def measure(args: argparse.Namespace) -> None:
                         # at each failure a flush did not cure: the pool's bytes in arrays
                         # and in its cache (CupyDevice.shortfalls)
                         "pool_shortfalls": _shortfalls(ex)[shortfalls:],
+                        # what the last run left in each device's pool, given back before
+                        # this one (_fresh_pools): bytes in arrays and cached
+                        "pool_at_start": pools_at_start,
                         # the host's speed just before and after the run: the seconds of
                         # calibrate's fixed loop (measure.reference_seconds), median of 9
                         "host_reference_s": [before, after],
@@ -270,17 +274,34 @@ def _synthesis_reference(circuit: str) -> float:
     return min(_synth_task(circuit, SYNTHESIS_REFERENCE_N, 990 + i) for i in range(3))
 
 
+def _fresh_pools(ex: Any) -> list[dict[str, int]]:
+    """Each device's pool as the last run left it (bytes in arrays, bytes cached), then
+    its cache given back, so that every run starts as a fresh daemon's would and as
+    the model's runs do.  Without this a group's runs shared one pool: its cache,
+    split to the last configuration's sizes, carried over, and the capped group lost
+    its runs a pass at a time (docs/validation.md, the twenty-sixth lease), which the
+    OOM rule, reading runs as independent, cannot allow for.  [] without a pool."""
+    out = []
+    for b in ex.backends:
+        pool = getattr(b, "pool", None)
+        if pool is None or not hasattr(b, "flush"):
+            continue
+        in_arrays, total = int(pool.used_bytes()), int(pool.total_bytes())
+        b.flush()
+        out.append({"device": b.device, "in_arrays": in_arrays, "cached": total - in_arrays})
+    return out
+
+
 def _trace(ex: Any, on: bool) -> Any:
     """A fresh AllocTrace on the executor's devices when `on` (None, and tracing off,
     otherwise): every allocation and free of their pools during the next run, which
-    starts with the pools' caches given back, so that a replay starts where the card does."""
+    starts with the pools' caches given back (_fresh_pools), so that a replay starts
+    where the card does."""
     from simgpu.prover.device import AllocTrace
 
     trace = AllocTrace() if on else None
     pools = [b for b in ex.backends if hasattr(b, "alloc_trace")]
     for b in pools:
-        if on:
-            b.flush()
         b.alloc_trace = trace
     return trace if pools else None
 

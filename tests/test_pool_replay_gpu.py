@@ -77,3 +77,33 @@ def test_the_model_pool_holds_what_cupys_pool_holds_row_by_row(cap_mib: int) -> 
     assert [model.cached[i] for i in at] == [rows[i][7] - rows[i][6] for i in at]
     if cap_mib:
         assert got["refused"] > 0  # the cap was met, and the model met it at the same rows
+
+
+_FRESH = r"""
+import json, sys, types
+sys.path.insert(0, "experiments")
+import numpy as np
+import gpu_validation
+from simgpu.prover.cupy_device import CupyDevice
+
+dev = CupyDevice()
+kept = dev.alloc("kept", (1 << 20,), np.uint32)
+for words in (3 << 20, 5 << 20, 7 << 20):  # freed: left in the cache, as a run leaves it
+    dev.free(dev.alloc("x", (words,), np.uint32))
+ex = types.SimpleNamespace(backends=[dev])
+first = gpu_validation._fresh_pools(ex)
+print(json.dumps({"first": first, "after": gpu_validation._fresh_pools(ex), "kept": kept.nbytes}))
+"""
+
+
+def test_every_validation_run_starts_with_the_last_runs_cache_given_back() -> None:
+    """gpu_validation reuses one prover for a group's runs: each run starts with what the
+    last left cached given back, and the record says how much that was."""
+    out = subprocess.run(
+        [sys.executable, "-c", _FRESH], capture_output=True, text=True, timeout=300, check=True
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    (first,), (after,) = got["first"], got["after"]
+    assert first["cached"] >= (3 + 5 + 7) * 4 * MiB  # the freed arrays' blocks
+    assert first["in_arrays"] >= got["kept"]  # what is still held stays
+    assert after == {"device": 0, "in_arrays": first["in_arrays"], "cached": 0}

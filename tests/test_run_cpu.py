@@ -60,6 +60,15 @@ def test_a_run_on_a_reused_executor_reports_its_own_vram_peak(executor):
     assert big.used() == executor.baseline[0]
 
 
+def test_validation_runs_on_a_backend_without_a_pool_have_none_to_give_back(executor):
+    """gpu_validation gives each run a fresh pool (tests/test_pool_replay_gpu.py on the
+    card); the CPU backend's VRAM is a ledger with nothing cached, so it records none."""
+    from conftest import load_experiment
+
+    assert load_experiment("gpu_validation")._fresh_pools(executor) == []
+    assert summarize(real_run(executor, "serial")).completed == 2
+
+
 @pytest.mark.parametrize("design", ["serial", "single-lock", "two-lock-reserve", "split-finalizer"])
 def test_sim_and_real_emit_the_same_events_per_partition(executor, design):
     real = real_run(executor, design)
