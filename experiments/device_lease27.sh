@@ -7,7 +7,10 @@
 #   call 2: H-R with the capped group at 2176 MiB, a second pass of A, C, F, G;
 #   call 3: a second pass of D and L-R, the capped group twice;
 #   call 4: the device pairings at 2^22, a third pass of A-G, the capped group twice
-#           more, then the GPU test suite.
+#           more (the second with I, J and K's allocations traced), then the GPU test
+#           suite.
+# Each run now starts with the pools' caches given back (gpu_validation._fresh_pools):
+# whether the capped group still loses its runs a pass at a time is this lease's to say.
 # A call that finds a fresh machine (no profile) calibrates first and says so.
 # The working tree must stay under the device's 64 MiB: move docs/data/h*-2026-* aside.
 #
@@ -41,7 +44,8 @@ else
     echo "queue-22 rc=$? at $SECONDS s"; tail -20 "$LOGS/queue-22.log"
     lease_validate "$(until_ 280)" third-pass 2176 --only A B C D E F G
     lease_validate "$(until_ 340)" capped-4 2176 --only H I J K
-    lease_validate "$(until_ 400)" capped-5 2176 --only H I J K
+    # the capped group's allocations traced once, to replay a loss through the model's pool
+    lease_validate "$(until_ 400)" capped-5 2176 --only H I J K --alloc-trace I J K
     timeout "$(until_ 585)" python3 -m pytest -q -m gpu -p no:cacheprovider > "$LOGS/pytest-gpu.log" 2>&1
     echo "pytest -m gpu rc=$? at $SECONDS s"; tail -3 "$LOGS/pytest-gpu.log"
   fi
