@@ -8,16 +8,17 @@
 #   call 3: a second pass of D and L-R, the capped group twice;
 #   call 4: the device pairings at 2^22, a third pass of A-G, the capped group twice
 #           more (the second with I, J and K's allocations traced), then the GPU test
-#           suite.
+#           suite;
+#   call 5 (if device time is left): F and G traced kernel by kernel.
 # Each run now starts with the pools' caches given back (gpu_validation._fresh_pools):
 # whether the capped group still loses its runs a pass at a time is this lease's to say.
 # A call that finds a fresh machine (no profile) calibrates first and says so.
 # The working tree must stay under the device's 64 MiB: move docs/data/h*-2026-* aside.
 #
-#   bash experiments/device_lease27.sh 1|2|3|4 [END]
+#   bash experiments/device_lease27.sh 1|2|3|4|5 [END]
 # END (default 585): the second of the call by which its last step must end.
 source "$(dirname "$0")/lease_lib.sh"
-lease_start lease27 "${1:?which call: 1, 2, 3 or 4}" "${2:-585}"
+lease_start lease27 "${1:?which call: 1 to 5}" "${2:-585}"
 python3 experiments/host_modes.py watch "$LOGS/host.csv" --seconds "$END" &
 WATCH=$!
 calibrate_spanned() {  # calibrate, with its start and end in unix seconds kept for predict
@@ -38,6 +39,14 @@ else
     lease_validate "$(until_ 300)" second-pass-2 2176 --only D L M N O Q R
     lease_validate "$(until_ 440)" capped-2 2176 --only H I J K
     lease_validate "$(until_ 585)" capped-3 2176 --only H I J K
+  elif [ "$CALL" = 5 ]; then
+    # F and G, where b_g2_msm misses most, traced kernel by kernel (CUPTI through the
+    # image's PyTorch, if it has one): how the device served the two workers' stages
+    if python3 -c "import torch.profiler" 2>/dev/null; then
+      lease_validate "$(until_ 300)" traced 2176 --only F G --kernel-trace F G
+    else
+      echo "no torch.profiler on this machine: no kernel traces"
+    fi
   else
     timeout "$(until_ 150)" python3 experiments/device_queue_at.py --size 2^22 \
       --json "$LOGS/queue-22.json" > "$LOGS/queue-22.log" 2>&1
