@@ -45,7 +45,7 @@ import numpy as np
 from simgpu.gpu import cuda
 
 #: Set (to anything) to copy as CuPy does, from and to pageable memory: the A/B of the
-#: lease scripts (experiments/device_lease16.sh), not a setting for a prover.
+#: lease scripts (experiments/leases/device_lease16.sh), not a setting for a prover.
 PAGEABLE_ENV = "SIMGPU_PAGEABLE_COPIES"
 
 #: Set (to anything) for one crew of copiers shared by every thread, as before each

@@ -6,10 +6,10 @@
 # 2176 MiB and a second pass; the model's prediction that two-lock-reserve with three
 # workers fails every proof at 2300 MiB though it completes at 2176 (J at 2300: call 3);
 # and pytest -m gpu.  Outputs go straight under $OUT.  Calls back to back on one machine:
-#   bash experiments/device_lease9.sh 1   # calibrate; the grid at 2^22 on the whole card (A-G)
-#   bash experiments/device_lease9.sh 2   # the capped group at 2176 MiB, 2^20, 2^21 (H-R)
-#   bash experiments/device_lease9.sh 3   # a second pass of every configuration run once; J at 2300 MiB
-#   bash experiments/device_lease9.sh 4   # pytest -m gpu
+#   bash experiments/leases/device_lease9.sh 1   # calibrate; the grid at 2^22 on the whole card (A-G)
+#   bash experiments/leases/device_lease9.sh 2   # the capped group at 2176 MiB, 2^20, 2^21 (H-R)
+#   bash experiments/leases/device_lease9.sh 3   # a second pass of every configuration run once; J at 2300 MiB
+#   bash experiments/leases/device_lease9.sh 4   # pytest -m gpu
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

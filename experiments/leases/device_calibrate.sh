@@ -2,8 +2,8 @@
 # Calibrate the prover on this GPU, then validate predictions against real runs.  Each
 # step takes 5-7 minutes on the H200, so on the device run them as two calls, back to
 # back (the keys under out/keys stay while the machine is warm):
-#   bash experiments/device_calibrate.sh calibrate
-#   bash experiments/device_calibrate.sh sweep
+#   bash experiments/leases/device_calibrate.sh calibrate
+#   bash experiments/leases/device_calibrate.sh sweep
 # Logs and results go to $OUT.  Calibrate and validate on one machine: the H200 machines
 # are virtual machines on hosts whose CPUs differ (b_g2_msm took 3.3 s at 2^20 on one,
 # 2.2 s on another).  PROFILE=out/h200-cupy.toml keeps the profile under an ignored path,

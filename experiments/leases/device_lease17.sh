@@ -18,7 +18,7 @@
 # MiB) the tracked files (15 MiB) are too many; move docs/data/h200-2026-12-01k, -01l,
 # -02a and -02b aside for the calls (8 MiB), and back after.
 #
-#   bash experiments/device_lease17.sh 1|2|3
+#   bash experiments/leases/device_lease17.sh 1|2|3
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The third H200 lease of 2026-12-01 (issue #19): calls back to back on one machine.
-#   bash experiments/device_lease3.sh 1   # GPU tests after the layout move; where the pool's peak comes from
-#   bash experiments/device_lease3.sh 2   # calibrate (porep, b_g2_msm on the GPU); the validation grid, part 1
-#   bash experiments/device_lease3.sh 3   # the validation grid, part 2 (same machine as call 2)
+#   bash experiments/leases/device_lease3.sh 1   # GPU tests after the layout move; where the pool's peak comes from
+#   bash experiments/leases/device_lease3.sh 2   # calibrate (porep, b_g2_msm on the GPU); the validation grid, part 1
+#   bash experiments/leases/device_lease3.sh 3   # the validation grid, part 2 (same machine as call 2)
 # Every step has its own time limit; each call packs its logs into one archive under $OUT.
 set -u
 export PYTHONUNBUFFERED=1

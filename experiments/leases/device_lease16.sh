@@ -15,7 +15,7 @@
 # The working tree must stay under the device's 64 MiB: move docs/data's traced folders
 # aside for the calls.
 #
-#   bash experiments/device_lease16.sh 1|2|3
+#   bash experiments/leases/device_lease16.sh 1|2|3
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

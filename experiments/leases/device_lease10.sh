@@ -7,10 +7,10 @@
 # of CuPy's pool recorded (--alloc-trace), for replaying through the model's caching pool
 # (simgpu.devicepool.replay); then pytest -m gpu.
 # Outputs go straight under $OUT.  Calls back to back on one machine:
-#   bash experiments/device_lease10.sh 1   # calibrate; the grid at 2^22 on the whole card (A-G)
-#   bash experiments/device_lease10.sh 2   # the capped group at 2176 MiB, 2^20, 2^21 (H-R)
-#   bash experiments/device_lease10.sh 3   # J traced at 2500, 2575, 2650 MiB; a second pass
-#   bash experiments/device_lease10.sh 4   # pytest -m gpu
+#   bash experiments/leases/device_lease10.sh 1   # calibrate; the grid at 2^22 on the whole card (A-G)
+#   bash experiments/leases/device_lease10.sh 2   # the capped group at 2176 MiB, 2^20, 2^21 (H-R)
+#   bash experiments/leases/device_lease10.sh 3   # J traced at 2500, 2575, 2650 MiB; a second pass
+#   bash experiments/leases/device_lease10.sh 4   # pytest -m gpu
 # The device returns at most eight files a call, 16 MiB each: call 3 writes six, its traced
 # records compressed.
 set -u

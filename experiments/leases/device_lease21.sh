@@ -14,7 +14,7 @@
 # The working tree must stay under the device's 64 MiB: with the wheels in .whl (62 MiB)
 # move docs/data/h200-* aside for the call, and back after.
 #
-#   bash experiments/device_lease21.sh
+#   bash experiments/leases/device_lease21.sh
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

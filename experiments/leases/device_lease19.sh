@@ -15,7 +15,7 @@
 # The working tree must stay under the device's 64 MiB: with the wheels in .whl (62 MiB)
 # move docs/data/h200-* aside for the calls, and back after.
 #
-#   bash experiments/device_lease19.sh 1|2|3
+#   bash experiments/leases/device_lease19.sh 1|2|3
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

@@ -8,8 +8,8 @@
 # calibrates as h200-cupy was measured and runs the grid at 2^22 on the whole card; call 2
 # the capped group at 2176 MiB, 2^20 and 2^21, J at 2650 MiB twice more, a second pass.
 #
-#   call 1: bash experiments/device_lease13.sh 1
-#   call 2: bash experiments/device_lease13.sh 2
+#   call 1: bash experiments/leases/device_lease13.sh 1
+#   call 2: bash experiments/leases/device_lease13.sh 2
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
-# The sixth H200 lease of 2026-12-01 (issue #19), after calibrate learned to measure the
-# pressure busy cores put on each other (measure_pressure: each driver stage alone and
-# beside a continuous load of syntheses, fitted into the `pressure` resource), with the
-# fifth lease's trips back and six repeats a size.  Outputs go straight under $OUT, so
-# that a call cut short still brings back what it wrote.
+# The fifth H200 lease of 2026-12-01 (issues #19 and #15), after calibrate learned to
+# measure the synthesis results' trips back (measure_trips) and with six repeats a size
+# (the driver's stages are bimodal on these machines: prestage at 2^22 ran 92-105 or
+# 130-155 ms from call to call, the epilogue 17 or 30-35 ms; two repeats caught one mode).
 # Calls back to back on one machine:
-#   bash experiments/device_lease6.sh 1   # calibrate; the validation grid at 2^22, whole card
-#   bash experiments/device_lease6.sh 2   # the rest of the grid (caps at 2112 MiB, 2^20, 2^21)
+#   bash experiments/leases/device_lease5.sh 1   # calibrate; the validation grid at 2^22, whole card
+#   bash experiments/leases/device_lease5.sh 2   # the rest of the grid (caps at 2112 MiB, 2^20, 2^21); the log importer's check
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}
-LOGS=$OUT/lease6/call$1
+LOGS=out/lease5/call$1
 mkdir -p "$OUT" "$LOGS" out
-PROFILE=out/h200-cupy.toml  # kept on the machine between the calls
+PROFILE=out/h200-cupy.toml
 case "$1" in
 1)
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc
@@ -28,5 +27,9 @@ case "$1" in
   timeout 330 python3 experiments/gpu_validation.py measure --profile "$PROFILE" --tight-mib 22=2112 \
     --json "$LOGS/gpu-validation.json" --only H I J K L M N O P Q R > "$LOGS/validation.log" 2>&1
   echo "validation rc=$? at $SECONDS s"; tail -n 12 "$LOGS/validation.log"
+  timeout $((560 - SECONDS)) python3 experiments/fromlog_check.py --backend cupy --base "$PROFILE" --circuit porep \
+    --b-g2-on gpu --b-g2-threads 8 --proofs 12 --out "$LOGS/fromlog" > "$LOGS/fromlog.log" 2>&1
+  echo "fromlog rc=$? at $SECONDS s"; tail -n 8 "$LOGS/fromlog.log"
   ;;
 esac
+tar czf "$OUT/lease5-call$1.tgz" -C out/lease5 "call$1"

@@ -1,4 +1,4 @@
-# Shared steps of the H200 lease scripts (experiments/device_lease8.sh and later):
+# Shared steps of the H200 lease scripts (experiments/leases/device_lease8.sh and later):
 # `source` it after setting LOGS (this call's output folder) and PROFILE (the profile
 # kept on the machine between calls), or call lease_profile to name it by the card.
 

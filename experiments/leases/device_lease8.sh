@@ -5,9 +5,9 @@
 # 2112 MiB the seventh lease found single-lock, two-lock-reserve and split-finalizer
 # each running out of memory in one run of three: a race), and a second pass of it.
 # Outputs go straight under $OUT.  Calls back to back on one machine:
-#   bash experiments/device_lease8.sh 1   # calibrate; the grid at 2^22 on the whole card (A-G)
-#   bash experiments/device_lease8.sh 2   # the capped group at 2176 MiB, 2^20, 2^21 (H-R)
-#   bash experiments/device_lease8.sh 3   # a second run of every configuration run once
+#   bash experiments/leases/device_lease8.sh 1   # calibrate; the grid at 2^22 on the whole card (A-G)
+#   bash experiments/leases/device_lease8.sh 2   # the capped group at 2176 MiB, 2^20, 2^21 (H-R)
+#   bash experiments/leases/device_lease8.sh 3   # a second run of every configuration run once
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

@@ -15,7 +15,7 @@
 # A call that finds a fresh machine (no profile) calibrates first and says so.
 # The working tree must stay under the device's 64 MiB: move docs/data/h*-2026-* aside.
 #
-#   bash experiments/device_lease24.sh 1|2|3 [END]
+#   bash experiments/leases/device_lease24.sh 1|2|3 [END]
 # END (default 585): the second of the call by which its last step must end.
 source "$(dirname "$0")/lease_lib.sh"
 lease_start lease24 "${1:?which call: 1, 2 or 3}" "${2:-585}"

@@ -5,9 +5,9 @@
 # CuPy's cached blocks back before every compute_h under a cap (CupyDevice.flush; each
 # run records its flushes).  Outputs go straight under $OUT, so that a call cut short
 # still brings back what it wrote.  Calls back to back on one machine:
-#   bash experiments/device_lease7.sh 1   # calibrate; the grid at 2^22 on the whole card (A-G)
-#   bash experiments/device_lease7.sh 2   # the rest of the grid (caps at 2112 MiB, 2^20, 2^21)
-#   bash experiments/device_lease7.sh 3   # pytest -m gpu
+#   bash experiments/leases/device_lease7.sh 1   # calibrate; the grid at 2^22 on the whole card (A-G)
+#   bash experiments/leases/device_lease7.sh 2   # the rest of the grid (caps at 2112 MiB, 2^20, 2^21)
+#   bash experiments/leases/device_lease7.sh 3   # pytest -m gpu
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

@@ -15,7 +15,7 @@
 # The working tree must stay under the device's 64 MiB: with the wheels in .whl (62 MiB)
 # move docs/data/h200-* aside for the calls, and back after.
 #
-#   bash experiments/device_lease22.sh 1|2|3 [END]
+#   bash experiments/leases/device_lease22.sh 1|2|3 [END]
 # END (default 585): the second of the call by which its last step must end, for a call
 # given less than the full 10 minutes; every step's limit is capped by it.  STEADY=1: call 1
 # stops (exit 3) before calibrating when the probe finds the host unsteady (its p90 over

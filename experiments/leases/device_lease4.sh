@@ -2,8 +2,8 @@
 # The fourth H200 lease of 2026-12-01 (issue #19), after calibrate learned to measure how
 # the device shares its work (measure_device_queue) and runs stopped inheriting an
 # earlier run's VRAM peak.  Calls back to back on one machine:
-#   bash experiments/device_lease4.sh 1   # calibrate; the validation grid at 2^22, whole card
-#   bash experiments/device_lease4.sh 2   # the rest of the grid: VRAM caps, 2^20, 2^21
+#   bash experiments/leases/device_lease4.sh 1   # calibrate; the validation grid at 2^22, whole card
+#   bash experiments/leases/device_lease4.sh 2   # the rest of the grid: VRAM caps, 2^20, 2^21
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

@@ -8,7 +8,7 @@
 # another waits, 5 ms by default) moves it.  B (three runs), F and G (twice each) at
 # Python's default, 0.5 ms and 0.1 ms; F and G traced at 0.5 ms.
 #
-#   bash experiments/device_lease14.sh
+#   bash experiments/leases/device_lease14.sh
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

@@ -11,7 +11,7 @@
 # The working tree must stay under the device's 64 MiB: with the wheels in .whl (62 MiB)
 # move docs/data/h200-* aside for the calls, and back after.
 #
-#   bash experiments/device_lease23.sh 1|2 [END]
+#   bash experiments/leases/device_lease23.sh 1|2 [END]
 # END (default 585): the second of the call by which its last step must end.
 source "$(dirname "$0")/lease_lib.sh"
 lease_start lease23 "${1:?which call: 1 or 2}" "${2:-585}"

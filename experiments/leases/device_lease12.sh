@@ -7,8 +7,8 @@
 # (docs/validation.md, "How the one stream shares the device"; run on 2026-12-01:
 # docs/data/h200-2026-12-01j).
 #
-#   call 1: bash experiments/device_lease12.sh 1   (pytest -m gpu; calibrate; the probes)
-#   call 2: bash experiments/device_lease12.sh 2   (the designs with every stage's span)
+#   call 1: bash experiments/leases/device_lease12.sh 1   (pytest -m gpu; calibrate; the probes)
+#   call 2: bash experiments/leases/device_lease12.sh 2   (the designs with every stage's span)
 #
 # Call 1 first runs the GPU tests: the runtime's step lock and the Event's settle have
 # not run on a GPU yet.  Then calibrate as h200-cupy was measured (its device-queue

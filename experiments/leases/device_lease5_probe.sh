@@ -3,8 +3,8 @@
 # (experiments/driver_probe.py at 2^22 and 2^20, each stage beside one kind of load at a
 # time, K of it), real runs with their records to see what each stage overlapped there,
 # and the log importer's check on today's prover (issue #15).
-#   bash experiments/device_lease5_probe.sh probe
-#   bash experiments/device_lease5_probe.sh fromlog
+#   bash experiments/leases/device_lease5_probe.sh probe
+#   bash experiments/leases/device_lease5_probe.sh fromlog
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

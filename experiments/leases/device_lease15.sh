@@ -15,7 +15,7 @@
 # working tree must stay under the device's 64 MiB: move docs/data's traced folders
 # aside for the call (or carry fewer wheels).
 #
-#   bash experiments/device_lease15.sh
+#   bash experiments/leases/device_lease15.sh
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

@@ -5,7 +5,7 @@
 # the designs at 2^22 on the whole card (B-G), each run with the host's speed before and
 # after; and two-lock-reserve with three workers at 2500, 2575 and 2650 MiB, where the
 # tenth lease's card failed, failed and completed every proof.
-#   bash experiments/device_lease11.sh
+#   bash experiments/leases/device_lease11.sh
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out/device}

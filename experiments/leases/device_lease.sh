@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The H200 lease of 2026-12-01 (issue #19): calls back to back on one machine, so that the
 # calibration and the validation share a host (and the key cache under out/keys).
-#   bash experiments/device_lease.sh 1   # GPU tests, calibrate (porep, b_g2_msm on 8 cores), b_g2 CPU vs GPU
-#   bash experiments/device_lease.sh 2   # the GPU-bound validation grid (experiments/gpu_validation.py)
-#   bash experiments/device_lease.sh 3   # the log importer on the GPU prover (experiments/fromlog_check.py)
+#   bash experiments/leases/device_lease.sh 1   # GPU tests, calibrate (porep, b_g2_msm on 8 cores), b_g2 CPU vs GPU
+#   bash experiments/leases/device_lease.sh 2   # the GPU-bound validation grid (experiments/gpu_validation.py)
+#   bash experiments/leases/device_lease.sh 3   # the log importer on the GPU prover (experiments/fromlog_check.py)
 # Every step has its own time limit; each call packs its logs into one archive under $OUT.
 set -u
 export PYTHONUNBUFFERED=1
