@@ -169,3 +169,55 @@ def test_bad_contention_tables_are_one_line_errors(contention, match):
 def test_the_memory_table_refuses_unknown_keys():
     with pytest.raises(UserError, match=r"\[memory\] takes"):
         tiny_profile(memory={"partition_budget": "2GiB"})
+
+
+def test_a_staging_upload_holds_the_one_stream_as_prestage_does():
+    """A phase's staging goes the way prestage's copies go (simgpu.gpu.transfer), so it
+    shares the device as prestage's `gpu` use says: here half of its time waits on the
+    stream, the other half on the link.  2 GB over a 10 GB/s link is 0.2 s of work; a
+    kernel (1 s, wholly on the device) starts with it.  The device carries two demands:
+    the upload's bound half runs at half speed, so it takes 0.5 * 0.2 + 0.5 * 0.2 * 2 =
+    0.3 s; the kernel runs at half speed meanwhile (0.15 s done), then alone: 1.15 s.
+    Without the stream's share (by the link alone, as a pageable copy is modelled) the
+    upload takes its 0.2 s and the kernel its 1 s."""
+    import simpy
+
+    from simgpu.model.contention import FluidShare
+    from simgpu.model.hostmem import link_upload
+    from simgpu.profile.resolve import Use
+
+    def finish(on_stream):
+        env = simpy.Environment()
+        share = FluidShare(env, {("gpu", 0): 1.0, ("h2d", 0): 10.0})
+        work, uses = link_upload(2_000_000_000, 10.0, 0, on_stream)
+        done = {}
+
+        def job(name, w, u):
+            yield share.submit(w, u, name)
+            done[name] = env.now
+
+        env.process(job("upload", work, uses))
+        env.process(job("kernel", 1.0, ((("gpu", 0), 1.0, 1.0),)))
+        env.run()
+        return done["upload"], done["kernel"]
+
+    assert finish(Use(demand=1.0, bound=0.5)) == pytest.approx((0.3, 1.15))
+    assert finish(None) == pytest.approx((0.2, 1.0))
+
+
+def test_the_profile_says_how_an_upload_shares_the_device_where_prestage_leans_on_it():
+    """Resolved.upload_gpu: the uploading stage's (prestage's) `gpu` use, else None; the
+    shipped H200 profile's prestage leans on the stream, the seed's declares no uses."""
+    from simgpu.profile import find_profile, load_profile
+
+    uses = {"h2d": {"demand": 10.0, "bound": 0.7}, "gpu": {"demand": 1.0, "bound": 0.3}}
+    leaning = tiny_profile(
+        stages={"prestage": {"on": "gpu", "time": 0.25, "vram_out": ["d_a", "d_bc"], "uses": uses}}
+    )
+    got = leaning.resolve(1024).upload_gpu
+    assert (got.demand, got.bound) == (1.0, 0.3)
+    assert tiny_profile().resolve(1024).upload_gpu is None
+    h200 = load_profile(find_profile("h200-cupy"))
+    assert h200.resolve(1 << 22).upload_gpu.bound == pytest.approx(0.1662)
+    seed = load_profile(find_profile("seed-rtx5070ti"))
+    assert seed.resolve(seed.workload().constraints).upload_gpu is None

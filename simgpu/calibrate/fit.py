@@ -394,7 +394,9 @@ def exclusive_uses(
     a pipeline gets no overlap between the workers' device work.  The prestage's copies
     take the stream too (demand 1), but its host-side packing does not: its bound is
     read from its time beside the G2 MSM's loop, s = 1 + bound (the rest of its time is
-    bound to the host-to-device link).
+    bound to the host-to-device link).  The other stages' staging uploads (an MSM's
+    bases) go the same way (simgpu.gpu.transfer), so the model queues them on the
+    device with prestage's use (simgpu.profile.resolve.Resolved.upload_gpu).
 
     No parameter is read for the kernels or the G2 MSM.  Calibrate's pairings of two
     launch loops read 1.7-1.9x, not 2x, because a loop leaves the stream idle between

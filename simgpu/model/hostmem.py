@@ -16,7 +16,7 @@ from collections.abc import Hashable
 
 from simgpu.model.contention import Thrash
 from simgpu.profile import Profile
-from simgpu.profile.resolve import link_seconds
+from simgpu.profile.resolve import Use, link_seconds
 from simgpu.profile.schema import BURSTY_RESOURCES
 
 
@@ -53,9 +53,17 @@ def bursty(profile: Profile, devices: int) -> frozenset[Hashable]:
 
 
 def link_upload(
-    nbytes: int, gbps: float, device: int
+    nbytes: int, gbps: float, device: int, on_stream: Use | None = None
 ) -> tuple[float, tuple[tuple[Hashable, float, float], ...]]:
     """A copy of `nbytes` from host memory to `device` at `gbps` (pageable or pinned):
-    (seconds at full speed, fluid uses).  The copy is bound by the link alone, drawing
-    `gbps` from it (and, through it, from host memory)."""
-    return link_seconds(nbytes, gbps), ((("h2d", device), gbps, 1.0),)
+    (seconds at full speed, fluid uses).  The copy draws `gbps` from the link (and,
+    through it, from host memory).  `on_stream`, the device use of the way the copy is
+    queued (Resolved.upload_gpu): like a lorry on a one-lane bridge, the copy holds the
+    stream the workers share while it crosses, so the other workers' kernels wait
+    behind it (its demand), and that share of its own time waits behind theirs (its
+    bound); the rest of its time is bound by the link.  Without it, by the link alone."""
+    seconds = link_seconds(nbytes, gbps)
+    if on_stream is None or on_stream.bound <= 0:
+        return seconds, ((("h2d", device), gbps, 1.0),)
+    bound = min(1.0, on_stream.bound)
+    return seconds, ((("h2d", device), gbps, 1.0 - bound), (("gpu", device), on_stream.demand, bound))

@@ -141,12 +141,13 @@ def run_stage(
                     part.host.release(step.buffer)
             elif step.op in (COPY, STAGE):
                 # COPY: inputs nobody pre-staged, from pageable memory; STAGE: a phase's
-                # staging, from pinned memory.
+                # staging, from pinned memory, queued on the device as prestage's copies are.
                 assert device is not None
                 pageable = step.op == COPY
                 gbps = rt.resolved.pageable_gbps if pageable else rt.resolved.h2d_gbps
                 assert gbps, f"stage {name}: a {step.op} step with no bandwidth for it"
-                work, uses = hostmem.link_upload(step.nbytes, gbps, device)
+                on_stream = None if pageable else rt.resolved.upload_gpu
+                work, uses = hostmem.link_upload(step.nbytes, gbps, device, on_stream)
                 what = "pageable upload" if pageable else "staging upload"
                 yield rt.fluid.submit(work * noise, uses, f"{name}: {what}")
             elif step.op == WORK:

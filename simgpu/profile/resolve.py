@@ -152,6 +152,23 @@ class Resolved:
     #: [buffer_arrays]: device buffer -> the fractions the prover allocates it in.
     buffer_arrays: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
+    @property
+    def upload_gpu(self) -> Use | None:
+        """How a pinned upload shares the device: the `gpu` use of the stage that does
+        nothing but upload (it makes device buffers and leans on the host-to-device
+        link: prestage).  A prover that sends every pinned copy the one way, as simgpu's
+        does (simgpu.gpu.transfer: onto the one stream the workers share), queues a
+        phase's staging exactly as it queues prestage's copies, so a STAGE step shares
+        the device as calibrate read prestage to (simgpu.calibrate.fit.exclusive_uses).
+        None where no such stage leans on the device: uploads then use the link alone."""
+        for st in self.stages.values():
+            if not st.vram_out or len(st.phases) != 1:
+                continue
+            uses = st.phases[0].uses
+            if "h2d" in uses and "gpu" in uses:
+                return uses["gpu"]
+        return None
+
     def producer_of(self, buffer: str) -> str | None:
         for st in self.stages.values():
             if any(name == buffer for name, _ in st.vram_out):
