@@ -7,9 +7,14 @@ tiny: synthesis 1.0 s, prep 0.5, prestage 0.25, kernels 0.5 + 0.5, b_g2_msm 0.5,
 from __future__ import annotations
 
 import pytest
+import simpy
 from conftest import simulate, tiny_profile
 
 from simgpu.errors import UserError
+from simgpu.model.contention import FluidShare
+from simgpu.model.hostmem import link_upload
+from simgpu.profile import find_profile, load_profile
+from simgpu.profile.resolve import Use
 
 GiB = 1 << 30
 
@@ -180,11 +185,6 @@ def test_a_staging_upload_holds_the_one_stream_as_prestage_does():
     0.3 s; the kernel runs at half speed meanwhile (0.15 s done), then alone: 1.15 s.
     Without the stream's share (by the link alone, as a pageable copy is modelled) the
     upload takes its 0.2 s and the kernel its 1 s."""
-    import simpy
-
-    from simgpu.model.contention import FluidShare
-    from simgpu.model.hostmem import link_upload
-    from simgpu.profile.resolve import Use
 
     def finish(on_stream):
         env = simpy.Environment()
@@ -208,8 +208,6 @@ def test_a_staging_upload_holds_the_one_stream_as_prestage_does():
 def test_the_profile_says_how_an_upload_shares_the_device_where_prestage_leans_on_it():
     """Resolved.upload_gpu: the uploading stage's (prestage's) `gpu` use, else None; the
     shipped H200 profile's prestage leans on the stream, the seed's declares no uses."""
-    from simgpu.profile import find_profile, load_profile
-
     uses = {"h2d": {"demand": 10.0, "bound": 0.7}, "gpu": {"demand": 1.0, "bound": 0.3}}
     leaning = tiny_profile(
         stages={"prestage": {"on": "gpu", "time": 0.25, "vram_out": ["d_a", "d_bc"], "uses": uses}}

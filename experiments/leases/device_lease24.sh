@@ -19,13 +19,7 @@
 # END (default 585): the second of the call by which its last step must end.
 source "$(dirname "$0")/lease_lib.sh"
 lease_start lease24 "${1:?which call: 1, 2 or 3}" "${2:-585}"
-python3 experiments/host_modes.py watch "$LOGS/host.csv" --seconds "$END" &
-WATCH=$!
-calibrate_spanned() {  # calibrate, with its start and end in unix seconds kept for predict
-  local t0; t0=$(date +%s.%N)
-  lease_calibrate "$@"
-  echo "$t0,$(date +%s.%N)" > out/calibrate.span; cp out/calibrate.span "$LOGS/"
-}
+lease_watch
 if [ "$CALL" = 1 ]; then
   calibrate_spanned 300 --msm-capacity key
   lease_validate "$(until_ 585)" grid-A-G 2176 --only A B C D E F G && touch out/lease24-A-G-done
@@ -41,10 +35,4 @@ else
     lease_validate "$(until_ 585)" capped-3 2176 --only H I J K
   fi
 fi
-kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null
-python3 experiments/host_modes.py summary "$LOGS/host.csv" | tail -2
-[ -f out/calibrate.span ] && python3 experiments/host_modes.py summary "$LOGS/host.csv" \
-  --from "$(cut -d, -f1 out/calibrate.span)" --to "$(cut -d, -f2 out/calibrate.span)" | tail -1
-(cd "$LOGS" && tar -cf runs.tar ./*.json ./*.toml ./*.span 2>/dev/null; rm -f ./*.json ./*.toml)
-(cd "$LOGS" && gzip -f host.csv && tar -cf texts.tar ./*.log ./host.csv.gz && rm ./*.log ./host.csv.gz)
-ls -la "$LOGS"
+lease_finish

@@ -19,13 +19,7 @@
 # END (default 585): the second of the call by which its last step must end.
 source "$(dirname "$0")/lease_lib.sh"
 lease_start lease27 "${1:?which call: 1 to 5}" "${2:-585}"
-python3 experiments/host_modes.py watch "$LOGS/host.csv" --seconds "$END" &
-WATCH=$!
-calibrate_spanned() {  # calibrate, with its start and end in unix seconds kept for predict
-  local t0; t0=$(date +%s.%N)
-  lease_calibrate "$@"
-  echo "$t0,$(date +%s.%N)" > out/calibrate.span; cp out/calibrate.span "$LOGS/"
-}
+lease_watch
 if [ "$CALL" = 1 ]; then
   calibrate_spanned 300 --msm-capacity key
   lease_validate "$(until_ 585)" grid-A-G 2176 --only A B C D E F G && touch out/lease27-A-G-done
@@ -59,10 +53,4 @@ else
     echo "pytest -m gpu rc=$? at $SECONDS s"; tail -3 "$LOGS/pytest-gpu.log"
   fi
 fi
-kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null
-python3 experiments/host_modes.py summary "$LOGS/host.csv" | tail -2
-[ -f out/calibrate.span ] && python3 experiments/host_modes.py summary "$LOGS/host.csv" \
-  --from "$(cut -d, -f1 out/calibrate.span)" --to "$(cut -d, -f2 out/calibrate.span)" | tail -1
-(cd "$LOGS" && tar -cf runs.tar ./*.json ./*.toml ./*.span 2>/dev/null; rm -f ./*.json ./*.toml)
-(cd "$LOGS" && gzip -f host.csv && tar -cf texts.tar ./*.log ./host.csv.gz && rm ./*.log ./host.csv.gz)
-ls -la "$LOGS"
+lease_finish

@@ -76,3 +76,24 @@ if q[-1] > 1.3 * min(xs):  # the twenty-first to twenty-third leases' hosts: two
     print(f"HOST UNSTEADY: its p90 is {q[-1] / min(xs):.2f}x its fastest")
 PY
 }
+
+lease_watch() {  # lease_watch: the host on every core for the whole call (experiments/host_modes.py), as WATCH
+  python3 experiments/host_modes.py watch "$LOGS/host.csv" --seconds "$END" &
+  WATCH=$!
+}
+
+calibrate_spanned() {  # calibrate_spanned LIMIT [ARGS...]: lease_calibrate, its start and end (unix s) kept for predict
+  local t0; t0=$(date +%s.%N)
+  lease_calibrate "$@"
+  echo "$t0,$(date +%s.%N)" > out/calibrate.span; cp out/calibrate.span "$LOGS/"
+}
+
+lease_finish() {  # lease_finish: stop the watcher, summarise the host, pack the call's files
+  kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null
+  python3 experiments/host_modes.py summary "$LOGS/host.csv" | tail -2
+  [ -f out/calibrate.span ] && python3 experiments/host_modes.py summary "$LOGS/host.csv" \
+    --from "$(cut -d, -f1 out/calibrate.span)" --to "$(cut -d, -f2 out/calibrate.span)" | tail -1
+  (cd "$LOGS" && tar -cf runs.tar ./*.json ./*.toml ./*.span 2>/dev/null; rm -f ./*.json ./*.toml)
+  (cd "$LOGS" && gzip -f host.csv && tar -cf texts.tar ./*.log ./host.csv.gz && rm ./*.log ./host.csv.gz)
+  ls -la "$LOGS"
+}

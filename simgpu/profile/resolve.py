@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ class Resolved:
     #: [buffer_arrays]: device buffer -> the fractions the prover allocates it in.
     buffer_arrays: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
-    @property
+    @cached_property  # asked at every staging upload; the stages never change
     def upload_gpu(self) -> Use | None:
         """How a pinned upload shares the device: the `gpu` use of the stage that does
         nothing but upload (it makes device buffers and leans on the host-to-device
