@@ -4,7 +4,7 @@
 at its contention size only (2^20 for h200-cupy; simgpu.calibrate.measure.
 measure_device_queue).  In the 2^22 pipelines b_g2_msm beside the next worker's kernels
 runs 15-17% longer than the model's exclusive reading gives, while the two stages'
-overlaps line up (docs/validation.md, the twenty-sixth lease).  This times the same
+overlaps line up (docs/validation-log.md, the twenty-sixth lease).  This times the same
 pairings at any size, with the prover set up as the profile was calibrated, and prints
 each side of each pairing and the two paces' sum (1/s_stage + 1/s_load: 1 where the
 two split a device they both fill, below 1 where device time is lost, above where

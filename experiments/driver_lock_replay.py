@@ -1,11 +1,12 @@
 """Two GPU stages replayed from a kernel trace on one stream, with and without a driver
 lock held through pageable copies (issue #19).
 
-The thirteenth lease's traces (docs/validation.md, first section) found that while one
-driver thread is inside a copy to or from pageable memory, the other makes almost no
-driver calls.  This checks whether that one rule accounts for the lopsided slowdown the
-card shows (b_g2_msm 2.3x beside the other worker's kernels, the kernels 1.09x beside
-it), from nothing but each stage's own sequence, recorded alone:
+The thirteenth lease's traces (docs/validation-log.md, "The thirteenth and fourteenth
+leases") found that while one driver thread is inside a copy to or from pageable memory,
+the other makes almost no driver calls.  This checks whether that one rule accounts for
+the lopsided slowdown the card shows (b_g2_msm 2.3x beside the other worker's kernels,
+the kernels 1.09x beside it), from nothing but each stage's own sequence, recorded
+alone:
 
     gaps      the host time between the thread's calls, as it ran alone
     launches  a kernel or memset (asynchronous: it only queues device work)

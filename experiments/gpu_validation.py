@@ -19,7 +19,8 @@ experiments/stream_share.py), with --alloc-trace every allocation of the pool, a
 (experiments/kernel_trace.py, CUPTI through PyTorch's profiler: the GPU machine's image).
 
 `predict` (anywhere) predicts every measured configuration with the profile and writes
-the table into docs/validation.md: throughput, GPU busy, every stage's mean time under
+the table to --out (out/gpu-validation.md; a lease's section of docs/validation-log.md
+quotes it): throughput, GPU busy, every stage's mean time under
 load, peak VRAM and the OOM outcome, each with its error, beside the spread of the
 repeats; and checks that every pair of configurations whose real throughputs differ by
 more than that spread is ranked the same way by the model.
@@ -279,7 +280,7 @@ def _fresh_pools(ex: Any) -> list[dict[str, int]]:
     its cache given back, so that every run starts as a fresh daemon's would and as
     the model's runs do.  Without this a group's runs shared one pool: its cache,
     split to the last configuration's sizes, carried over, and the capped group lost
-    its runs a pass at a time (docs/validation.md, the twenty-sixth lease), which the
+    its runs a pass at a time (docs/validation-log.md, the twenty-sixth lease), which the
     OOM rule, reading runs as independent, cannot allow for.  [] without a pool."""
     out = []
     for b in ex.backends:
@@ -754,6 +755,7 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
 
 def _write_between_markers(path: Path, lines: list[str]) -> None:
     a, b = "<!-- gpu-validation -->", "<!-- /gpu-validation -->"
+    path.parent.mkdir(parents=True, exist_ok=True)
     text = path.read_text() if path.exists() else "# Validation\n"
     if a not in text:
         text += f"\n{a}\n{b}\n"
@@ -778,7 +780,12 @@ def main() -> None:
         "10, the default before the twenty-fifth lease, cannot tell 0 from a race of 1 in 50)",
     )
     ap.add_argument("--keys-dir", default=str(ROOT / "out" / "keys"))
-    ap.add_argument("--out", default=str(ROOT / "docs" / "validation.md"))
+    ap.add_argument(
+        "--out",
+        default=str(ROOT / "out" / "gpu-validation.md"),
+        help="predict: the markdown file whose <!-- gpu-validation --> block the table replaces "
+        "(appended if it has none)",
+    )
     ap.add_argument("--backend", default="cupy", help="cpu: a dry run on small sizes (with --log-offset)")
     ap.add_argument("--log-offset", type=int, default=0, help="shift every size by this power of two")
     ap.add_argument(

@@ -1,6 +1,6 @@
 """The host's speed core by core: calibrate's reference loop on every core at once.
 
-Four leases in a row (docs/validation.md) found hosts whose reference loop
+Four leases in a row (docs/validation-log.md) found hosts whose reference loop
 (measure.reference_seconds) takes about 1.0 ms at one time and about 2.0 ms at another.
 A probe on one thread cannot tell a whole host that slows from cores that slow one by
 one, nor say what a pipeline spread over every core sees.  This runs the loop in one

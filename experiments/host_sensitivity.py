@@ -2,7 +2,7 @@
 
 On these VMs each core flips between about 1.1x and 1.9x its fastest every 0.1-0.4 s
 (experiments/host_modes.py), and a host can run 10% faster during a lease's grid than
-during its calibrate (docs/validation.md, the twenty-fifth lease).  A CPU stage takes
+during its calibrate (docs/validation-log.md, the twenty-fifth lease).  A CPU stage takes
 that change whole; a GPU stage only in its host part, the Python and launches of its
 loop.  How large that part is decides how far a host's drift moves a prediction, and it
 is not the device share calibrate reads (a stage wholly on the device by the exclusive

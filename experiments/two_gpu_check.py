@@ -1,4 +1,4 @@
-"""One GPU against two, predicted and run side by side (issue 18): docs/validation.md.
+"""One GPU against two, predicted and run side by side (issue 18): docs/validation-log.md.
 
 For every design (default single-lock and two-lock) and every device count (default 1
 and 2) this script runs `simgpu predict` (Monte Carlo over `--runs` seeds) and

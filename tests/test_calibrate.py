@@ -670,7 +670,7 @@ def test_a_share_measured_apart_makes_room_and_leaves_the_sensitivity_alone() ->
 def test_the_gil_fit_is_asked_for_and_makes_room_in_the_stage() -> None:
     """calibrate records the interpreter-lock runs; their fit is only asked for
     (refit_uses(doc, gil=True)): the ninth lease measured it and predicted worse with it
-    (docs/validation.md).  Asked for, the kernels get a gil share and their GPU share
+    (docs/validation-log.md).  Asked for, the kernels get a gil share and their GPU share
     shrinks to keep the shares within the whole time; a profile without the runs is
     refused, not refitted with nothing."""
     import tomllib

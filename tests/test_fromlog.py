@@ -162,7 +162,7 @@ def test_a_gpu_stage_outside_the_mutex_is_fitted_unloaded(tmp_path):
     The base is the nineteenth lease's h200 profile, kept in docs/data, whose pressure
     sensitivities are small (0.02-0.42).  On the shipped one (0.34-0.58, the twenty-fifth
     lease's host) the fit puts b_g2_msm 12% high: the log's lines do not carry every busy
-    core the pressure law counts (docs/validation.md, the twenty-fifth lease).  This test
+    core the pressure law counts (docs/validation-log.md, the twenty-fifth lease).  This test
     is about the device's share."""
     base = ROOT / "docs" / "data" / "h200-2026-12-04d" / "h200-cupy-shipped.toml"
     prof = load_profile(base)

@@ -4,7 +4,7 @@
 # time alone on the tenth lease's card (the model 1.7x), but only 1.2x beside a whole
 # GPU worker's prestage + kernels loop on the sixth lease's probe; and prestage's link
 # demand stands in for uploads that wait behind a prestage on the stream
-# (docs/validation.md, "How the one stream shares the device"; run on 2026-12-01:
+# (docs/validation-log.md, "How the one stream shares the device"; run on 2026-12-01:
 # docs/data/h200-2026-12-01j).
 #
 #   call 1: bash experiments/leases/device_lease12.sh 1   (pytest -m gpu; calibrate; the probes)

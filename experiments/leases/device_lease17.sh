@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The seventeenth H200 lease (issue #19), three calls back to back on one machine: what
-# the sixteenth left open about the prover with page-locked copies (docs/validation.md,
-# first section).
+# the sixteenth left open about the prover with page-locked copies (docs/validation-log.md,
+# the fifteenth and sixteenth leases).
 #   call 1: the whole of `pytest -m gpu` (the sixteenth ran only part of it after the
 #           copies' last change); the prover end to end per partition at 2^20 and 2^22
 #           with its copies staged and, on the same machine, pageable

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The eighteenth H200 lease (issue #19): the capped group's OOM after the model's buffers
-# were made exact to the byte (docs/validation.md, first section).  The seventeenth lease's
+# were made exact to the byte (docs/validation-log.md, the seventeenth lease).  The seventeenth lease's
 # traces showed the card's pool growing the same eighteen blocks in every run, and the
 # model growing others: its H-query batch law was 672 B short of the card's 384 MiB, and
 # its L and A stagings one array of 389.7 and 387.4 MiB where the card allocates the

@@ -9,7 +9,7 @@
 #   2176 MiB and once at 2100 and 2250 (is the race gone now that every partition's G2
 #   MSM has the same arrays?); a second pass of the uncapped configurations (the
 #   run-to-run spread); B and E with every kernel and copy traced (which worker's work
-#   reaches the one stream first, docs/validation.md); one pass of the capped group with
+#   reaches the one stream first, docs/validation-log.md); one pass of the capped group with
 #   every allocation traced.
 # The working tree must stay under the device's 64 MiB: with the wheels in .whl (62 MiB)
 # move docs/data/h200-* aside for the call, and back after.

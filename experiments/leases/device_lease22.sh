@@ -3,7 +3,7 @@
 # on a host that holds its speed.  The key-sized prover (--msm-capacity key) calls the
 # capped group's OOM outcome; the twenty-first lease's host moved 1.84x during calibrate,
 # so its throughput was not a test.  This lease probes the host first, calibrates, and
-# calibrates again if calibrate warns that the host moved (docs/validation.md):
+# calibrates again if calibrate warns that the host moved (docs/validation-log.md):
 #   call 1: the host's reference loop for 20 s; calibrate --msm-capacity key; again if it
 #           warns of host drift, else the grid's uncapped 2^22 group A-G;
 #   call 2: A-G if call 1 recalibrated; H-R with the capped group at 2176 MiB; the capped
@@ -25,7 +25,7 @@ lease_start lease22 "${1:?which call: 1, 2 or 3}" "${2:-585}"
 drifted() { grep -q "host's speed moved" "$LOGS/calibrate.log"; }
 host_probe 20
 if [ "$CALL" = 1 ] && [ "${STEADY:-0}" = 1 ] && grep -q "HOST UNSTEADY" "$LOGS/host.log"; then
-  # a calibration on such a host is validated at another speed (docs/validation.md, the
+  # a calibration on such a host is validated at another speed (docs/validation-log.md, the
   # twenty-second lease): stop before calibrating, so the machine can be given back
   echo "STEADY=1: not calibrating on an unsteady host"; exit 3
 fi

@@ -2,7 +2,7 @@
 # The twenty-third lease (issue #19, item 4): each thread packs its uploads with its own
 # crew of copiers (simgpu.gpu.transfer).  With one crew for the process, b_g2_msm's
 # uploads queued behind the next worker's prestage, which the pipeline starts with it
-# (docs/validation.md, "the host stretch").  This lease times that A/B, then calibrates
+# (docs/validation-log.md, "the host stretch").  This lease times that A/B, then calibrates
 # and validates the prover with the change:
 #   call 1: the host's reference loop for 10 s; experiments/copier_ab.py at 2^20 and 2^22;
 #           calibrate --msm-capacity key; the grid's uncapped 2^22 group A-G;

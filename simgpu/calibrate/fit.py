@@ -107,7 +107,7 @@ def unsynced_scale(rows: list[dict[str, Any]], gap: float | None = None) -> list
     time.  Each sync drains the device, and the next phase's first launch starts from the
     host: on the twenty-fourth and twenty-fifth leases the pipeline's serial kernels at
     2^20 ran in 43 and 45 ms, calibrate's unsynced 43.3 and 45.9, its synced 46.0 and
-    49.7 (docs/validation.md).
+    49.7 (docs/validation-log.md).
 
     Where calibrate also timed the stage without the syncs (`kernels_unsynced`), the
     share is their medians' ratio.  Before it did, a profile carries one unsynced time,
@@ -284,7 +284,7 @@ def device_law(queue: dict[str, tuple[float, float]], wanted: str = "proportiona
 
     Calibrate asks for DEFAULT_DEVICE_LAW, the exclusive reading (exclusive_uses).
     Each reading was chosen on leases' evidence, the same calibration read both ways
-    against the runs of its machine (docs/validation.md).  On the seventeenth lease the
+    against the runs of its machine (docs/validation-log.md).  On the seventeenth lease the
     proportional reading beat the in-order one (throughput median 8.0% against 11.5%,
     max 14.8% against 20.1%).  On the nineteenth lease, the first with the daemon
     admitting partitions in turn, the exclusive reading beat the proportional one
@@ -403,7 +403,7 @@ def exclusive_uses(
     its iterations (its set-up and read-back); a pipeline's stages, started back to back
     at the lock's hand-over, do not: on the nineteenth lease B held the lock 161.8 ms a
     partition, its prestage and kernels alone 21 + 107 ms and the other worker's
-    b_g2_msm beside them 46 ms alone (docs/validation.md)."""
+    b_g2_msm beside them 46 ms alone (docs/validation-log.md)."""
     bound_p = _clamp(prestage_beside_loop - 1)
     uses = {
         "kernels": {"gpu": Inline(demand=1.0, bound=1.0)},

@@ -575,7 +575,7 @@ def measure_beside_prep(
     most common neighbour (2.7 of them beside each prep at 2^22 on the twenty-fourth
     lease), and the host stages' spans run 8-30% longer for each prep that overlapped
     them there, where a busy core's pressure gives 2%.  This times the loss where
-    nothing else runs (experiments/beside_prep.py; docs/validation.md: at 2^20 on an
+    nothing else runs (experiments/beside_prep.py; docs/validation-log.md: at 2^20 on an
     H100 there was none, so calibrate does not run it).  The fastest of `repeats` each
     way, as measure_pressure (the driver's stages are bimodal from call to call on these
     VMs)."""
@@ -623,7 +623,7 @@ class ReadyCopies:
     """Fresh copies of some arrays, made ahead on a side thread: a load that consumes its
     inputs (prestage lets a, b, c go) takes the next copy ready, as a pipeline's next
     worker takes a partition already synthesised, instead of copying on its own time (at
-    2^22 that was 400 MB a round, and the device idled meanwhile: docs/validation.md,
+    2^22 that was 400 MB a round, and the device idled meanwhile: docs/validation-log.md,
     the twenty-sixth lease).  `depth` copies are kept ready; `close` stops the thread."""
 
     def __init__(self, arrays: tuple[np.ndarray, ...], depth: int = 2) -> None:
@@ -733,7 +733,7 @@ def measure_device_queue(
     and while the stage ran (the stage's time over the rounds done in it).  A stage and a
     load that share the device without loss split its time: the two slowdowns then
     satisfy 1/s_stage + 1/s_load = 1 for work wholly on the device; both sides are what
-    tells a loss of device time from a share (docs/validation.md, the twenty-fourth
+    tells a loss of device time from a share (docs/validation-log.md, the twenty-fourth
     lease)."""
     from simgpu.prover import groth16
     from simgpu.sched.work import Partition, Proof

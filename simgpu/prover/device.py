@@ -150,7 +150,7 @@ class PeakMeter:
 #: for every witness), or "key", for a count fixed by the circuit, which every partition
 #: shares.  A caching pool keeps the first partition's blocks: with "witness" a later
 #: partition's larger MSM cannot reuse them and takes a block another stage needed (the
-#: race the capped H200 runs showed, docs/validation.md, the nineteenth lease).
+#: race the capped H200 runs showed, docs/validation-log.md, the nineteenth lease).
 MSM_CAPACITIES = ("witness", "key")
 
 

@@ -16,7 +16,7 @@ def machine_differences(hw: Hardware, device_name: str, cpu_cores: int) -> list[
     """How the machine of a real run differs from the one a profile was measured on, in
     what calibrate records and a run can see (the GPU's model, the host's cores).  Hosts
     that match here can still differ: two "H200" machines ran b_g2_msm 1.5x apart
-    (docs/validation.md)."""
+    (docs/validation-log.md)."""
     out = []
     if device_name != hw.gpu:
         out.append(f"the GPU is {device_name}, not {hw.gpu}")
