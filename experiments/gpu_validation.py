@@ -699,7 +699,9 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
     t0, t1 = (float(x) for x in args.calibrate_span.split(","))
     at_cal = mean_factor([x for x in rows if t0 <= x[0] <= t1], fastest)
     got: dict[str, list[tuple[float, float]]] = {}
-    cache: dict[tuple, float] = {}
+    # label -> stage -> (predicted for the run's host, measured) per completed run
+    stage_got: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    cache: dict[tuple, dict] = {}
     factors: list[float] = []
     elasticity: dict[int, dict[str, float]] = {}
     for r, c in table:
@@ -724,8 +726,13 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
                 resolve_design(r["design"]),
                 runs=args.runs,
             )
-            cache[key] = p.aggregate()["throughput_s_per_proof"]
-        got.setdefault(r["label"], []).append((cache[key], thr["measured"]))
+            cache[key] = p.aggregate()
+        got.setdefault(r["label"], []).append((cache[key]["throughput_s_per_proof"], thr["measured"]))
+        for st in STAGES:
+            pred = cache[key].get("stages", {}).get(st, {}).get("mean_s")
+            real = (c.get(f"{st} mean (s)") or {}).get("measured")
+            if pred and real:
+                stage_got.setdefault(r["label"], {}).setdefault(st, []).append((pred, real))
     if not got:
         return []
     err = {
@@ -749,6 +756,35 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         f"{min(factors):.2f}-{max(factors):.2f} here; contention as calibrated): "
         f"median {100 * statistics.median(errs):.1f}%, max {100 * max(errs):.1f}% over {len(err)} "
         f"configurations; {by_size}.",
+        "",
+        *_stages_on_host(stage_got),
+    ]
+
+
+def _stages_on_host(got: dict[str, dict[str, list[tuple[float, float]]]]) -> list[str]:
+    """Each stage's mean under load with every completed run predicted for the host it
+    ran on, against the mean of those runs: how many configurations come within
+    STAGE_TARGET, and what is left where they do not (the stages the host's drift does
+    not explain)."""
+    within: dict[str, int] = dict.fromkeys(STAGES, 0)
+    counted: dict[str, int] = dict.fromkeys(STAGES, 0)
+    missed: dict[str, list[str]] = {st: [] for st in STAGES}
+    for label, stages in got.items():
+        for st, pairs in stages.items():
+            err = statistics.mean(p for p, _ in pairs) / statistics.mean(m for _, m in pairs) - 1
+            counted[st] += 1
+            if abs(err) <= STAGE_TARGET:
+                within[st] += 1
+            else:
+                missed[st].append(f"{label} {_pct(err)}")
+    if not any(counted.values()):
+        return []
+    return [
+        f"The same, stage by stage: each stage's mean within {100 * STAGE_TARGET:.0f}% in "
+        + ", ".join(f"{st} {within[st]} of {counted[st]}" for st in STAGES if counted[st])
+        + "; the rest: "
+        + "; ".join(f"{st} {', '.join(m)}" for st, m in missed.items() if m)
+        + ".",
         "",
     ]
 

@@ -182,3 +182,19 @@ def test_the_trip_backs_elasticity_is_its_steps_weighted_by_their_times(tmp_path
     for a, b in zip(before.phases, after.phases, strict=True):
         want = 4.0 ** e.get(f"synthesis.{a.name}", 1.0)
         assert b.seconds == pytest.approx(want * a.seconds), a.name
+
+
+def test_stage_means_on_the_runs_hosts_count_within_the_target_and_name_the_rest():
+    """With every run predicted for its host, a stage's error is the mean of its runs'
+    predictions against the mean of their measurements: A's kernels (two runs, predicted
+    4% and 12% slow: +8% together) count as within 10%, B's (+30%) as missed."""
+    got = {
+        "A": {"kernels": [(0.104, 0.100), (0.112, 0.100)], "prestage": [(0.050, 0.040)]},
+        "B": {"kernels": [(0.130, 0.100)]},
+    }
+    (line, blank) = gpu_validation._stages_on_host(got)
+    assert blank == ""
+    assert "kernels 1 of 2" in line and "prestage 0 of 1" in line
+    assert "kernels B +30.0%" in line and "prestage A +25.0%" in line
+    assert "synthesis" not in line  # a stage no run measured is not counted
+    assert gpu_validation._stages_on_host({}) == []
