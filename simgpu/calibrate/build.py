@@ -374,6 +374,16 @@ def contention_record(c: Contention) -> dict[str, Any]:
         "synthesis_at_once": {str(k): round(v, 6) for k, v in sorted(c.synthesis.items())},
         # stage -> [alone, beside a Python thread, the share of its rounds that thread lost]
         **({"gil": {s: [round(x, 6) for x in v] for s, v in c.gil.items()}} if c.gil else {}),
+        # stage -> each repeat's [alone, beside the pressure load], back to back
+        **(
+            {
+                "pressure_pairs": {
+                    s: [[round(a, 6), round(b, 6)] for a, b in ps] for s, ps in c.loaded_pairs.items()
+                }
+            }
+            if c.loaded_pairs
+            else {}
+        ),
     }
 
 

@@ -192,18 +192,33 @@ def synthesis_pressure(c: Contention) -> float:
     return round(min(1.0, max(0.0, float(x @ y / (x @ x)))), 4)
 
 
+def pressure_ratio(c: Contention, stage: str) -> float | None:
+    """How many times its time alone `stage` took beside the pressure load: the median of
+    its pairs' ratios, each pair two calls back to back (measure.measure_pressure), where
+    calibrate kept them; else, in a profile calibrated before it did, its fastest call
+    beside over its fastest alone.  A pair's calls mostly share the host's mode, which
+    the two fastest calls of six each way need not."""
+    pairs = [(a, b) for a, b in c.loaded_pairs.get(stage, []) if a > 0]
+    if pairs:
+        return statistics.median(b / a for a, b in pairs)
+    alone, beside = c.loaded.get(stage, (0.0, 0.0))
+    return beside / alone if alone > 0 else None
+
+
 def fit_pressure(c: Contention, b_g2_cores: int) -> dict[str, dict[str, Inline]]:
     """Every measured stage's use of `pressure` (simgpu.model.contention, "Pressure"):
     demand the cores it keeps busy (one; b_g2_msm `b_g2_cores`: its threads on the CPU,
     one, the driver's, where it runs on the device), bound read from
-    the burst law backwards: beside k busy cores of C a stage takes 1 + b k / C times its
-    time alone, so b = (beside / alone - 1) C / k.  Synthesis's from its k-at-once times."""
+    the burst law backwards: beside k busy cores of C a stage takes r = 1 + b k / C times
+    its time alone (pressure_ratio), so b = (r - 1) C / k.  Synthesis's from its
+    k-at-once times."""
     out = {"synthesis": {"pressure": Inline(demand=1.0, bound=synthesis_pressure(c))}}
     k = c.pressure_load
-    for stage, (alone, beside) in c.loaded.items():
-        if k <= 0 or alone <= 0:
+    for stage in c.loaded:
+        ratio = pressure_ratio(c, stage)
+        if k <= 0 or ratio is None:
             continue
-        b = min(1.0, max(0.0, (beside / alone - 1) * c.cores / k))
+        b = min(1.0, max(0.0, (ratio - 1) * c.cores / k))
         demand = float(b_g2_cores) if stage == "b_g2_msm" else 1.0
         out[stage] = {"pressure": Inline(demand=demand, bound=round(b, 4))}
     return out

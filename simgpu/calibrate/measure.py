@@ -337,6 +337,9 @@ class Contention:
     #: stage -> (alone, beside a thread of pure Python, the share of its rounds that
     #: thread lost while the stage ran); measure_gil
     gil: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    #: stage -> each repeat's (alone, beside) in the order measured, the two calls back to
+    #: back; empty where not kept (profiles calibrated before they were)
+    loaded_pairs: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
@@ -369,12 +372,13 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
         ex = ProverExecutor(spec, settings)
         try:
             k = max(1, cores // 2)  # a pipeline's load: below saturation, where pressure shows
-            loaded = measure_pressure(ex, pool, settings.circuit, n, k, log)
+            pairs = measure_pressure(ex, pool, settings.circuit, n, k, log)
             queue = measure_device_queue(ex, n, log)
             gil = measure_gil(ex, n, log)
         finally:
             ex.close()
-    return Contention(n, cores, membw, times, loaded, queue, k, gil)
+    loaded = {s: (min(a for a, _ in ps), min(b for _, b in ps)) for s, ps in pairs.items()}
+    return Contention(n, cores, membw, times, loaded, queue, k, gil, loaded_pairs=pairs)
 
 
 #: Rounds of k syntheses at once that measure_contention averages, per k.
@@ -390,19 +394,19 @@ TRIP = "synthesis.transfer"
 
 def measure_pressure(
     ex: Any, pool: Any, circuit: str, n: int, k: int, log: Callable[[str], None], repeats: int = 6
-) -> dict[str, tuple[float, float]]:
+) -> dict[str, list[tuple[float, float]]]:
     """Each of the driver's stages (PRESSURE_STAGES) on a fresh partition, alone and
     beside k syntheses kept running in `pool` (worker processes whose circuits are
     built) until it ends, and the way back of that partition's synthesis result (TRIP):
-    stage -> (fastest alone, fastest beside).  k below the cores:
-    what busy cores cost each other before any is oversubscribed (the `pressure`
-    resource; simgpu.calibrate.fit.fit_pressure).
+    stage -> `repeats` pairs (alone, beside), each pair two calls back to back.  k below
+    the cores: what busy cores cost each other before any is oversubscribed (the
+    `pressure` resource; simgpu.calibrate.fit.fit_pressure reads each pair's ratio).
 
-    The fastest of `repeats` calls each way, not the median: the driver's stages are
-    bimodal from call to call on a VM (the epilogue 15 or 30 ms), and a median of a few
-    calls falls in either mode, so a ratio of medians can read a change of mode as
-    pressure (0.04 on one lease, 1.0 on the next).  The load is continuous, so the
-    fastest call beside it is slowed by it too."""
+    The driver's stages are bimodal on a VM (the epilogue 15 or 30 ms), and a ratio of
+    medians, or of the fastest calls each way, can read a change of mode as pressure
+    (0.04 on one lease, 1.0 on the next; prestage 1.41x at 2^20 where six other
+    calibrations read 0.99-1.25).  The two calls of a pair run within a second of each
+    other, mostly in one mode."""
     seeds = iter(range(700, 10**9))
 
     def chain() -> dict[str, float]:
@@ -440,9 +444,16 @@ def measure_pressure(
                 raise errors[0]
             for stage, dt in times.items():
                 samples.setdefault((stage, beside), []).append(dt)
-    out = {s: (min(samples[(s, False)]), min(samples[(s, True)])) for s in (*PRESSURE_STAGES, TRIP)}
-    for s, (alone, beside) in out.items():
-        log(f"  {s}: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms beside {k} syntheses")
+    out = {
+        s: list(zip(samples[(s, False)], samples[(s, True)], strict=True)) for s in (*PRESSURE_STAGES, TRIP)
+    }
+    for s, pairs in out.items():
+        ratio = statistics.median(b / a for a, b in pairs)
+        log(
+            f"  {s}: {min(a for a, _ in pairs) * 1e3:.1f} ms alone, "
+            f"{min(b for _, b in pairs) * 1e3:.1f} ms beside {k} syntheses (fastest); "
+            f"{ratio:.3f}x pair by pair (median)"
+        )
     return out
 
 

@@ -61,6 +61,9 @@ def contention_of(doc: dict[str, Any]) -> Contention:
         },
         pressure_load=load,
         gil={s: (float(a), float(b), float(d)) for s, (a, b, d) in rec.get("gil", {}).items()},
+        loaded_pairs={
+            s: [(float(a), float(b)) for a, b in ps] for s, ps in rec.get("pressure_pairs", {}).items()
+        },
     )
 
 
