@@ -2,7 +2,8 @@
 # The twenty-seventh lease (issue #19, items 4 and 5): device_lease24.sh's plan once more,
 # the first with calibrate's device pairings taking the GPU worker's inputs ready
 # (measure.ReadyCopies), and the pairings also at 2^22 (experiments/device_queue_at.py),
-# where the pipeline's b_g2_msm misses by 15-17% in F and G.
+# where the pipeline's b_g2_msm misses by 8-10% in F and G, and each stage's pressure
+# read pair by pair (fit.pressure_ratio; the pairs kept in the profile).
 #   call 1: calibrate --msm-capacity key, then the uncapped 2^22 group A-G;
 #   call 2: H-R with the capped group at 2176 MiB, a second pass of A, C, F, G;
 #   call 3: a second pass of D and L-R, the capped group twice;
