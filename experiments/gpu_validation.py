@@ -332,6 +332,10 @@ def _pct(x: float | None) -> str:
 def predict_all(args: argparse.Namespace) -> None:
     prof = load_profile(args.profile)
     rows = [r for path in [args.json, *args.more_json] for r in read_runs(path)]
+    if args.only:
+        rows = [r for r in rows if r["label"] in args.only]
+        if not rows:
+            raise SystemExit(f"error: no run of {', '.join(args.only)} in the files given")
     table = []
     predicted: dict[tuple, dict] = {}  # one prediction a configuration: its runs share it
     for r in rows:
@@ -829,7 +833,9 @@ def main() -> None:
         default="",
         help="the tight cap in MiB instead of the model's: one for every size, or per size as 22=2112,20=735",
     )
-    ap.add_argument("--only", nargs="*", default=[], help="run only these configuration labels")
+    ap.add_argument(
+        "--only", nargs="*", default=[], help="measure or predict only these configuration labels"
+    )
     ap.add_argument(
         "--alloc-trace",
         nargs="*",
