@@ -23,10 +23,11 @@ time_left() {  # time_left LIMIT NAME: whether LIMIT seconds remain (`timeout 0`
 }
 
 lease_calibrate() {  # lease_calibrate LIMIT [ARGS...]: calibrate as h200-cupy was measured, into $PROFILE
+  # (its contention runs at CONTENTION, 2^20 unless set)
   local limit=$1; shift
   time_left "$limit" calibrate || return 1
   timeout "$limit" python3 -m simgpu.cli calibrate --out "$PROFILE" --sizes 2^18..2^22 --repeats 6 --b-g2-on gpu \
-    --b-g2-threads 8 --circuit porep --contention-size 2^20 "$@" > "$LOGS/calibrate.log" 2>&1
+    --b-g2-threads 8 --circuit porep --contention-size "${CONTENTION:-2^20}" "$@" > "$LOGS/calibrate.log" 2>&1
   echo "calibrate rc=$? at $SECONDS s"; grep -E "at once|beside|trip|wrote" "$LOGS/calibrate.log"; cp "$PROFILE" "$LOGS/"
 }
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The twenty-eighth lease (issue #19, items 4 and 5), from what the twenty-seventh found
+# (docs/validation.md, "What the twenty-seventh lease settled"):
+#   call 1: calibrate with its contention runs (device pairings, pressure, the
+#           interpreter lock) at 2^22, where the grid runs, instead of 2^20; then the
+#           interpreter-lock test of split-finalizer's race: K and I at a 0.5 ms switch
+#           interval, and K at Python's 5 ms, four runs each, every allocation traced;
+#   call 2: the grid A-R, the capped group at 2176 MiB;
+#   call 3: second passes of A-G and L-R, the capped group three times more;
+#   call 4: the GPU test suite, a third pass of A-G, the capped group twice more.
+# Every run starts with the pools' caches given back (gpu_validation._fresh_pools).
+# A call that finds a fresh machine (no profile) calibrates first and says so.
+# The working tree must stay under the device's 64 MiB: move docs/data/h*-2026-* aside.
+#
+#   bash experiments/leases/device_lease28.sh 1|2|3|4 [END]
+# END (default 585): the second of the call by which its last step must end.
+source "$(dirname "$0")/lease_lib.sh"
+lease_start lease28 "${1:?which call: 1 to 4}" "${2:-585}"
+lease_watch
+export CONTENTION=2^22
+switch_test() {  # switch_test NAME SECONDS LABEL [ARGS...]: four runs of LABEL, allocations traced
+  local name=$1 s=$2 label=$3; shift 3
+  for k in 1 2 3 4; do
+    lease_validate "$(until_ $((SECONDS + s)))" "$name-$k" 2176 --only "$label" --alloc-trace "$label" "$@"
+  done
+}
+if [ "$CALL" = 1 ]; then
+  calibrate_spanned 400 --msm-capacity key
+  switch_test k-si05 25 K --switch-interval 0.0005
+  switch_test i-si05 25 I --switch-interval 0.0005
+  switch_test k-si5 25 K
+else
+  [ -f "$PROFILE" ] || { echo "FRESH MACHINE: no $PROFILE, calibrating again"; calibrate_spanned 400 --msm-capacity key; }
+  if [ "$CALL" = 2 ]; then
+    lease_validate "$(until_ 300)" grid-A-G 2176 --only A B C D E F G
+    lease_validate "$(until_ 585)" grid-H-R 2176 --only H I J K L M N O P Q R
+  elif [ "$CALL" = 3 ]; then
+    lease_validate "$(until_ 250)" second-pass 2176 --only A B C D E F G
+    lease_validate "$(until_ 400)" second-pass-2 2176 --only L M N O Q R
+    for k in 2 3 4; do lease_validate "$(until_ 585)" capped-$k 2176 --only H I J K; done
+  else
+    timeout "$(until_ 200)" python3 -m pytest -q -m gpu -p no:cacheprovider > "$LOGS/pytest-gpu.log" 2>&1
+    echo "pytest -m gpu rc=$? at $SECONDS s"; tail -3 "$LOGS/pytest-gpu.log"
+    lease_validate "$(until_ 400)" third-pass 2176 --only A B C D E F G
+    for k in 5 6; do lease_validate "$(until_ 585)" capped-$k 2176 --only H I J K; done
+  fi
+fi
+lease_finish
