@@ -36,3 +36,31 @@ def test_predict_reads_only_the_configurations_asked_for(monkeypatch, tmp_path):
 def test_predict_says_when_no_run_matches(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match="no run of Z"):
         predict(monkeypatch, tmp_path, "--only", "Z")
+
+
+alloc_order = load_experiment("alloc_order")
+
+
+def test_a_stages_calls_are_timed_to_the_request_that_ran_out():
+    """Two calls of b_g2_msm on a finalizer thread, each opening with its 200-byte bases:
+    the first asks for its 300-byte temporaries 20 ms in with 500 bytes in arrays; the
+    second 90 ms in, beside the other worker's 400 bytes, and is refused (no address).
+    A kernels row on another thread is not the stage's."""
+    rows = [
+        (0.000, "w0.fin", "b_g2_msm", "malloc", 200, 1, 200, 1000),
+        (0.005, "w1", "kernels.h_msm", "malloc", 100, 2, 300, 1000),
+        (0.020, "w0.fin", "b_g2_msm", "malloc", 300, 3, 800, 1000),
+        (0.100, "w0.fin", "b_g2_msm", "malloc", 200, 4, 500, 1000),
+        (0.150, "w1", "kernels.h_msm", "malloc", 400, 5, 900, 1000),
+        (0.190, "w0.fin", "b_g2_msm", "malloc", 300, 0, 900, 1000),
+    ]
+    first, second = alloc_order.calls(rows, "b_g2_msm", target=300)
+    assert (first.thread, round(first.delay_s, 3), first.in_arrays_before, first.refused) == (
+        "w0.fin",
+        0.02,
+        500,
+        False,
+    )
+    assert (round(second.delay_s, 3), second.in_arrays_before, second.refused) == (0.09, 900, True)
+    assert alloc_order.refused_size([{"alloc_trace": rows}], "b_g2_msm") == 300
+    assert alloc_order.refused_size([{"alloc_trace": rows[:3]}], "b_g2_msm") is None

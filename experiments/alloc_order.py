@@ -1,0 +1,105 @@
+"""When a stage asks for the buffer a capped run ran out on, read from traced runs
+(issue #19, item 5).
+
+A capped run that runs out of memory fails at one request; whether it does turns on what
+the other workers hold at that instant, which the order of the allocations decides, not
+the pool (experiments/pool_replay.py replays the card's order through the model's pool
+exactly).  This reads every run kept with ``--alloc-trace`` and, for one stage, prints per
+run how long each of its calls took from its first allocation to that request, and how
+many bytes were in arrays, the other workers' included, just before it:
+
+    python experiments/alloc_order.py docs/data/h100-2026-12-05f/call6/k-traced-*.json.gz \\
+        docs/data/h100-2026-12-05f/call4/capped-5.json.gz --stage b_g2_msm
+
+The request timed is the one the card refused most often (`--bytes` names another).  A
+call of the stage is the rows of one thread from the stage's opening allocation (the size
+its first call on that thread opened with) to that request; a finalizer thread runs
+nothing but the stage, so the opening size is what tells its calls apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of the stage on one thread: from its opening allocation to the request."""
+
+    thread: str
+    delay_s: float  # from the opening allocation to the request
+    in_arrays_before: int  # bytes in arrays on the device just before the request
+    refused: bool  # the pool could not serve it (the run's out-of-memory)
+
+
+def calls(rows: list, stage: str, target: int) -> list[Call]:
+    """The stage's calls in a run's allocation trace (rows as AllocTrace writes them:
+    seconds, thread, stage[.phase], op, bytes, address, bytes in arrays after, bytes in
+    the pool after), each up to its request of `target` bytes."""
+    mallocs = [r for r in rows if r[3] == "malloc" and r[2].split(".")[0] == stage]
+    opening: dict[str, int] = {}  # thread -> the size its first call opened with
+    open_at: dict[str, float] = {}
+    out = []
+    for t, thread, _, _, nbytes, address, in_arrays, _ in mallocs:
+        if nbytes == opening.setdefault(thread, nbytes) and nbytes != target:
+            open_at[thread] = t
+        if nbytes == target and thread in open_at:
+            # a refused request (no address) added nothing to the arrays
+            before = in_arrays - nbytes if address else in_arrays
+            out.append(Call(thread, t - open_at.pop(thread), before, not address))
+    return out
+
+
+def refused_size(runs: list[dict], stage: str) -> int | None:
+    """The size the stage's refused requests asked for most often in `runs` (None if
+    none was refused)."""
+    sizes = Counter(
+        r[4]
+        for run in runs
+        for r in run.get("alloc_trace") or []
+        if r[3] == "malloc" and not r[5] and r[2].split(".")[0] == stage
+    )
+    return sizes.most_common(1)[0][0] if sizes else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("records", nargs="+", help="validation records (.json or .json.gz) with alloc_trace")
+    ap.add_argument("--stage", default="b_g2_msm")
+    ap.add_argument("--bytes", type=int, help="the request to time (default: the size refused most often)")
+    args = ap.parse_args()
+    from gpu_validation import read_runs  # beside this script
+
+    runs = [(path, r) for path in map(Path, args.records) for r in read_runs(path) if r.get("alloc_trace")]
+    target = args.bytes or refused_size([r for _, r in runs], args.stage)
+    if not target:
+        raise SystemExit(f"error: no {args.stage} request was refused in these runs; name one with --bytes")
+    print(f"{args.stage}: from each call's first allocation to its request of {target / MiB:.2f} MiB\n")
+
+    print(
+        f"| run | out of memory | {args.stage} calls | to the request, ms: median / p90 / max "
+        "| in arrays before it, MiB: median / max | refused |"
+    )
+    print("|---|---|---:|---|---|---:|")
+    for path, r in runs:
+        cs = calls(r["alloc_trace"], args.stage, target)
+        if not cs:
+            continue
+        d = sorted(1e3 * c.delay_s for c in cs)
+        b = [c.in_arrays_before / MiB for c in cs]
+        oom = "yes" if r["measured"]["oom_events"] else "no"
+        print(
+            f"| {r['label']}{r['repeat']} ({path.name}) | {oom} | {len(cs)} | "
+            f"{statistics.median(d):.0f} / {d[int(0.9 * (len(d) - 1))]:.0f} / {d[-1]:.0f} | "
+            f"{statistics.median(b):.0f} / {max(b):.0f} | {sum(c.refused for c in cs)} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
