@@ -12,12 +12,14 @@ the same lease, where calibrate printed those lines:
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import tomllib
 from pathlib import Path
 
 from simgpu.calibrate.fit import DEVICE_LAWS
 from simgpu.calibrate.refit import refit_profile
+from simgpu.profile.tomlwrite import dumps
 
 
 def contention_from_log(text: str) -> dict:
@@ -33,6 +35,21 @@ def contention_from_log(text: str) -> dict:
         "membw_gbps": float(bw.group(2)),
         "synthesis_at_once": {k: float(v) for k, v in ks},
     }
+
+
+def _with_record(src: Path, out: Path, fastest: bool, queue: str | None) -> Path:
+    """`src` with its calibration record changed as asked, written beside `out` (the
+    refit then reads it as it reads any profile)."""
+    doc = tomllib.loads(src.read_text())
+    cal = doc["calibration"]
+    if fastest:
+        cal.get("contention", {}).pop("pressure_pairs", None)
+    if queue:
+        pairs = json.loads(Path(queue).read_text())["device_queue"]
+        cal["device_queue"] = {k.replace(" ", "_"): [float(a), float(b)] for k, (a, b) in pairs.items()}
+    changed = out.with_name(out.stem + ".record.toml")
+    changed.write_text(dumps(doc, f"{src.name} with its calibration record changed (refit_uses.py)"))
+    return changed
 
 
 def main() -> None:
@@ -51,8 +68,21 @@ def main() -> None:
         action="store_true",
         help="give the buffers the memory plan's bytes between the measured sizes too",
     )
+    ap.add_argument(
+        "--pressure-fastest",
+        action="store_true",
+        help="read each stage's pressure from its fastest calls, as calibrate did before it kept "
+        "the calls' pairs (the pairs are dropped from the record)",
+    )
+    ap.add_argument(
+        "--device-queue",
+        help="the device pairings of experiments/device_queue_at.py --json (another size's) in place "
+        "of the ones calibrate timed",
+    )
     args = ap.parse_args()
     src = Path(args.profile)
+    if args.pressure_fastest or args.device_queue:
+        src = _with_record(src, Path(args.out), args.pressure_fastest, args.device_queue)
     has = "contention" in tomllib.loads(src.read_text())["calibration"]
     if not has and not args.log:
         raise SystemExit(f"{src} has no [calibration.contention]: give --log, the lease's calibrate log")
