@@ -48,6 +48,7 @@ def _with_record(src: Path, out: Path, fastest: bool, queue: str | None) -> Path
         pairs = json.loads(Path(queue).read_text())["device_queue"]
         cal["device_queue"] = {k.replace(" ", "_"): [float(a), float(b)] for k, (a, b) in pairs.items()}
     changed = out.with_name(out.stem + ".record.toml")
+    changed.parent.mkdir(parents=True, exist_ok=True)
     changed.write_text(dumps(doc, f"{src.name} with its calibration record changed (refit_uses.py)"))
     return changed
 
