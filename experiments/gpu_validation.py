@@ -116,7 +116,6 @@ def tight_mib(spec: str, log_n: int) -> int | None:
 
 
 def measure(args: argparse.Namespace) -> None:
-    from simgpu.prover import B_G2_THREADS
     from simgpu.real.executor import ProverExecutor, ProverSettings
     from simgpu.real.run import real_document
     from simgpu.real.runtime import RealRuntime
@@ -149,14 +148,11 @@ def measure(args: argparse.Namespace) -> None:
                 continue
         else:
             cap = None
-        settings = ProverSettings(
+        settings = ProverSettings.as_calibrated(
+            prof,
             backend=args.backend,
             vram_limit=cap,
             partition_workers=args.partition_workers,
-            b_g2_threads=prof.calibrated_b_g2_threads or B_G2_THREADS,
-            b_g2_on=prof.calibrated_b_g2_on or "cpu",
-            msm_capacity=prof.calibrated_msm_capacity or "witness",
-            circuit=prof.calibrated_circuit or "generic",
             keys_dir=Path(args.keys_dir),
         )
         t = time.perf_counter()

@@ -58,7 +58,7 @@ def main() -> None:
     ap.add_argument("--sweep-partition-workers", type=int, default=8)
     ap.add_argument("--run-docs", nargs="*", default=sorted(glob.glob(str(DATA / "run-*.json"))))
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "validation.md"))
+    ap.add_argument("--out", default=str(ROOT / "out" / "repredict.md"))
     args = ap.parse_args()
     prof = load_profile(args.profile)
     rows = []

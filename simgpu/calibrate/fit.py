@@ -192,15 +192,21 @@ def synthesis_pressure(c: Contention) -> float:
     return round(min(1.0, max(0.0, float(x @ y / (x @ x)))), 4)
 
 
+def pair_ratio(pairs: list[tuple[float, float]]) -> float | None:
+    """The median of (alone, beside) pairs' ratios beside / alone (None without a pair
+    whose call alone took any time)."""
+    ratios = [b / a for a, b in pairs if a > 0]
+    return statistics.median(ratios) if ratios else None
+
+
 def pressure_ratio(c: Contention, stage: str) -> float | None:
     """How many times its time alone `stage` took beside the pressure load: the median of
     its pairs' ratios, each pair two calls back to back (measure.measure_pressure), where
     calibrate kept them; else, in a profile calibrated before it did, its fastest call
     beside over its fastest alone.  A pair's calls mostly share the host's mode, which
     the two fastest calls of six each way need not."""
-    pairs = [(a, b) for a, b in c.loaded_pairs.get(stage, []) if a > 0]
-    if pairs:
-        return statistics.median(b / a for a, b in pairs)
+    if (ratio := pair_ratio(c.loaded_pairs.get(stage, []))) is not None:
+        return ratio
     alone, beside = c.loaded.get(stage, (0.0, 0.0))
     return beside / alone if alone > 0 else None
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from simgpu.calibrate.arrays import phase_arrays
+from simgpu.calibrate.fit import pair_ratio
 from simgpu.workers import pool_of
 
 #: The epilogue takes milliseconds and varies by tens of percent from call to call: each
@@ -448,7 +449,7 @@ def measure_pressure(
         s: list(zip(samples[(s, False)], samples[(s, True)], strict=True)) for s in (*PRESSURE_STAGES, TRIP)
     }
     for s, pairs in out.items():
-        ratio = statistics.median(b / a for a, b in pairs)
+        ratio = pair_ratio(pairs) or 0.0
         log(
             f"  {s}: {min(a for a, _ in pairs) * 1e3:.1f} ms alone, "
             f"{min(b for _, b in pairs) * 1e3:.1f} ms beside {k} syntheses (fastest); "
