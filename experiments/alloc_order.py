@@ -15,6 +15,11 @@ The request timed is the one the card refused most often (`--bytes` names anothe
 call of the stage is the rows of one thread from the stage's opening allocation (the size
 its first call on that thread opened with) to that request; a finalizer thread runs
 nothing but the stage, so the opening size is what tells its calls apart.
+
+``--cycles`` reads the other side of the race: when each GPU worker's cycle, from its
+prestage's first allocation, reached each kernels phase (the phase asks for its buffers
+when the worker's host side gets there, which on one in-order stream is after its
+prestage's copy, and whatever was queued before it, has run).
 """
 
 from __future__ import annotations
@@ -56,6 +61,41 @@ def calls(rows: list, stage: str, target: int) -> list[Call]:
     return out
 
 
+@dataclass(frozen=True)
+class Cycle:
+    """One partition's turn on a GPU worker thread: from its prestage's first allocation
+    to the next one on that thread (or the trace's end), with when each kernels phase
+    first allocated, in seconds from the cycle's start."""
+
+    thread: str
+    start: float
+    phases: dict[str, float]
+
+
+def cycles(rows: list) -> list[Cycle]:
+    """Every GPU worker's cycles in a run's allocation trace: where a thread's host side
+    reached each kernels phase, which is when that phase's buffers were asked for.  A
+    worker whose host side runs ahead of the device reaches its phases sooner than their
+    device time says, and asks for their buffers beside whatever another thread still
+    holds (the finalizer's b_g2_msm, in split-finalizer)."""
+    out: list[Cycle] = []
+    open_: dict[str, Cycle] = {}
+    for t, thread, stage, op, *_ in rows:
+        if op != "malloc":
+            continue
+        if stage == "prestage":
+            c = open_.get(thread)
+            # a prestage allocation after a kernels phase opens the thread's next cycle
+            if c is None or c.phases:
+                if c is not None:
+                    out.append(c)
+                open_[thread] = Cycle(thread, t, {})
+        elif stage.startswith("kernels.") and thread in open_:
+            open_[thread].phases.setdefault(stage.split(".", 1)[1], t - open_[thread].start)
+    out.extend(open_.values())
+    return [c for c in out if c.phases]
+
+
 def refused_size(runs: list[dict], stage: str) -> int | None:
     """The size the stage's refused requests asked for most often in `runs` (None if
     none was refused)."""
@@ -73,10 +113,18 @@ def main() -> None:
     ap.add_argument("records", nargs="+", help="validation records (.json or .json.gz) with alloc_trace")
     ap.add_argument("--stage", default="b_g2_msm")
     ap.add_argument("--bytes", type=int, help="the request to time (default: the size refused most often)")
+    ap.add_argument(
+        "--cycles",
+        action="store_true",
+        help="instead: when each GPU worker's cycle reached each kernels phase, by configuration and outcome",
+    )
     args = ap.parse_args()
     from gpu_validation import read_runs  # beside this script
 
     runs = [(path, r) for path in map(Path, args.records) for r in read_runs(path) if r.get("alloc_trace")]
+    if args.cycles:
+        print_cycles([r for _, r in runs])
+        return
     target = args.bytes or refused_size([r for _, r in runs], args.stage)
     if not target:
         raise SystemExit(f"error: no {args.stage} request was refused in these runs; name one with --bytes")
@@ -99,6 +147,27 @@ def main() -> None:
             f"{statistics.median(d):.0f} / {d[int(0.9 * (len(d) - 1))]:.0f} / {d[-1]:.0f} | "
             f"{statistics.median(b):.0f} / {max(b):.0f} | {sum(c.refused for c in cs)} |"
         )
+
+
+def print_cycles(runs: list[dict]) -> None:
+    """Per configuration and outcome, the median ms from a cycle's prestage to each
+    kernels phase's first allocation."""
+    groups: dict[tuple[str, bool], list[Cycle]] = {}
+    for r in runs:
+        oom = bool(r["measured"]["oom_events"])
+        groups.setdefault((r["label"], oom), []).extend(cycles(r["alloc_trace"]))
+    names = list(dict.fromkeys(p for cs in groups.values() for c in cs for p in c.phases))
+    print(
+        "From each cycle's first prestage allocation to each kernels phase's first allocation, median ms:\n"
+    )
+    print("| configuration | out of memory | cycles | " + " | ".join(names) + " |")
+    print("|---|---|---:|" + "---:|" * len(names))
+    for (label, oom), cs in sorted(groups.items()):
+        cells = []
+        for p in names:
+            xs = [1e3 * c.phases[p] for c in cs if p in c.phases]
+            cells.append(f"{statistics.median(xs):.1f}" if xs else "-")
+        print(f"| {label} | {'yes' if oom else 'no'} | {len(cs)} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

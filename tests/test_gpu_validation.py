@@ -64,3 +64,25 @@ def test_a_stages_calls_are_timed_to_the_request_that_ran_out():
     assert (round(second.delay_s, 3), second.in_arrays_before, second.refused) == (0.09, 900, True)
     assert alloc_order.refused_size([{"alloc_trace": rows}], "b_g2_msm") == 300
     assert alloc_order.refused_size([{"alloc_trace": rows[:3]}], "b_g2_msm") is None
+
+
+def test_a_workers_cycles_are_read_from_its_prestage_to_each_kernels_phase():
+    """Worker w1 pre-stages at 0 s (two buffers), reaches its NTT at 30 ms and its H MSM
+    at 36 ms, then its next cycle's prestage opens at 200 ms and reaches its NTT 60 ms
+    later; the finalizer's rows and frees belong to no cycle."""
+    rows = [
+        (0.000, "w1", "prestage", "malloc", 128, 1, 128, 1000),
+        (0.008, "w1", "prestage", "malloc", 256, 2, 384, 1000),
+        (0.010, "w0.fin", "b_g2_msm", "malloc", 192, 3, 576, 1000),
+        (0.030, "w1", "kernels.ntt", "malloc", 24, 4, 600, 1000),
+        (0.031, "w1", "kernels.ntt", "free", 256, 2, 344, 1000),
+        (0.036, "w1", "kernels.h_msm", "malloc", 384, 5, 728, 1000),
+        (0.040, "w1", "kernels.h_msm", "malloc", 256, 6, 984, 1000),
+        (0.200, "w1", "prestage", "malloc", 128, 7, 500, 1000),
+        (0.208, "w1", "prestage", "malloc", 256, 8, 756, 1000),
+        (0.260, "w1", "kernels.ntt", "malloc", 24, 9, 780, 1000),
+    ]
+    first, second = alloc_order.cycles(rows)
+    assert (first.thread, first.start) == ("w1", 0.0)
+    assert {k: round(v, 3) for k, v in first.phases.items()} == {"ntt": 0.03, "h_msm": 0.036}
+    assert second.start == 0.2 and round(second.phases["ntt"], 3) == 0.06
