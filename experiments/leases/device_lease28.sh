@@ -11,15 +11,21 @@
 #           elsewhere the grid A-R;
 #   call 3: second passes of A-G and L-R, the capped group three times more;
 #   call 4: the GPU test suite, a third pass of A-G, the capped group twice more.
-# (The session that wrote this had about 1200 s of device time left: two calls.)
+#   call ab: with a profile carried in (no calibrate: the shipped h200-cupy, or the
+#           twenty-seventh lease's H100 calibration), the A/B of the copier crews
+#           handed from an ended thread to the next (simgpu.gpu.transfer, now the
+#           default) against a new crew for every thread (SIMGPU_FRESH_COPIERS=1): K
+#           five times each way, interleaved, every allocation traced; K four times at
+#           a 0.5 ms switch interval; I and J twice each; the capped group once.
+# (The session that wrote this had about 900 s of device time left: one call.)
 # Every run starts with the pools' caches given back (gpu_validation._fresh_pools).
 # A call that finds a fresh machine (no profile) calibrates first and says so.
 # The working tree must stay under the device's 64 MiB: move docs/data/h*-2026-* aside.
 #
-#   bash experiments/leases/device_lease28.sh 1|2|3|4 [END]
+#   bash experiments/leases/device_lease28.sh 1|2|3|4|ab [END]
 # END (default 585): the second of the call by which its last step must end.
 source "$(dirname "$0")/lease_lib.sh"
-lease_start lease28 "${1:?which call: 1 to 4}" "${2:-585}"
+lease_start lease28 "${1:?which call: 1 to 4, or ab}" "${2:-585}"
 lease_watch
 export CONTENTION=2^22
 switch_test() {  # switch_test NAME SECONDS LABEL [ARGS...]: four runs of LABEL, allocations traced
@@ -29,7 +35,18 @@ switch_test() {  # switch_test NAME SECONDS LABEL [ARGS...]: four runs of LABEL,
   done
 }
 case "$PROFILE" in *h200*) ON_H200=1 ;; *) ON_H200=0 ;; esac
-if [ "$CALL" = 1 ]; then
+if [ "$CALL" = ab ]; then
+  [ -f "$PROFILE" ] || { echo "no $PROFILE: carry it in (out/ is not copied)"; exit 2; }
+  for k in 1 2 3 4 5; do
+    lease_validate "$(until_ $((SECONDS + 30)))" k-handed-$k 2176 --only K --alloc-trace K
+    export SIMGPU_FRESH_COPIERS=1
+    lease_validate "$(until_ $((SECONDS + 30)))" k-fresh-$k 2176 --only K --alloc-trace K
+    unset SIMGPU_FRESH_COPIERS
+  done
+  switch_test k-si05 25 K --switch-interval 0.0005
+  for k in 1 2; do lease_validate "$(until_ $((SECONDS + 45)))" ij-handed-$k 2176 --only I J --alloc-trace I J; done
+  lease_validate "$(until_ 585)" capped-handed 2176 --only H I J K
+elif [ "$CALL" = 1 ]; then
   calibrate_spanned 400 --msm-capacity key
   if [ "$ON_H200" = 1 ]; then
     lease_validate "$(until_ 585)" grid-A-G 2176 --only A B C D E F G

@@ -26,6 +26,16 @@ found none.  b_g2_msm beside one prestage took 73.0 ms with one crew for the pro
 and 73.8 with its own (63.3 alone), and beside prestage and kernels 132.8 and 130.3
 (medians of 10).
 
+A crew outlives its thread: when the thread ends, the next thread that uploads takes it
+over.  A finalizer is a new thread every partition, and each of a new crew's four
+threads must win the interpreter lock to start, while the thread that starts it waits:
+on a 2-core host a 64-192 MiB pack from a new thread took 0.3-0.6 ms longer with a new
+crew than with a warm one alone, and up to 12 ms longer beside 1-3 busy Python threads,
+though not in every setting (medians of 40, `experiments/crew_start.py`).  On the
+twenty-seventh lease split-finalizer's b_g2_msm reached its temporaries 7 ms later than
+single-lock's, whose worker thread keeps its crew (docs/validation-log.md); whether the
+crews are why is the next lease's A/B (FRESH_COPIERS_ENV).
+
 Host memory: the blocks in flight, at most about one partition's a, b and c per GPU
 worker (384 MiB at 2^22), stay in CuPy's pinned pool once freed; the model's host
 ledger does not carry them.
@@ -52,6 +62,10 @@ PAGEABLE_ENV = "SIMGPU_PAGEABLE_COPIES"
 #: thread had its own: the A/B of experiments/copier_ab.py, not a setting for a prover.
 SHARED_COPIERS_ENV = "SIMGPU_SHARED_COPIERS"
 
+#: Set (to anything) for a new crew for every thread, as before crews were handed on:
+#: the A/B of experiments/leases/device_lease28.sh, not a setting for a prover.
+FRESH_COPIERS_ENV = "SIMGPU_FRESH_COPIERS"
+
 #: Uploads at least this large are packed by the copier threads, in this many pieces.
 PARALLEL_BYTES = 8 << 20
 COPIERS = 4
@@ -60,22 +74,41 @@ COPIERS = 4
 _local = threading.local()
 _shared: ThreadPoolExecutor | None = None
 _shared_lock = threading.Lock()
+#: Crews whose thread has ended, for the next thread that uploads (deque: append and pop
+#: are atomic, and a lock could deadlock in a finalizer run by the collector).
+_idle: deque[ThreadPoolExecutor] = deque()
+
+
+class _Crew:
+    """A thread's hold on its copiers: dropped with the thread's locals when the thread
+    ends, it hands them on."""
+
+    def __init__(self, copiers: ThreadPoolExecutor) -> None:
+        self.copiers = copiers
+
+    def __del__(self) -> None:
+        if not os.environ.get(FRESH_COPIERS_ENV):
+            _idle.append(self.copiers)
 
 
 def _pool() -> ThreadPoolExecutor:
-    """The calling thread's crew of copiers (made at its first large upload; its threads
-    end once the calling thread has ended and the crew is collected)."""
+    """The calling thread's crew of copiers: at its first large upload, a crew whose
+    thread has ended, else a new one."""
     if os.environ.get(SHARED_COPIERS_ENV):
         global _shared
         with _shared_lock:
             if _shared is None:
                 _shared = ThreadPoolExecutor(COPIERS, thread_name_prefix="staging")
             return _shared
-    mine = getattr(_local, "copiers", None)
+    mine = getattr(_local, "crew", None)
     if mine is None:
-        name = threading.current_thread().name
-        mine = _local.copiers = ThreadPoolExecutor(COPIERS, thread_name_prefix=f"staging-{name}")
-    return mine
+        try:
+            copiers = _idle.pop()
+        except IndexError:
+            name = threading.current_thread().name
+            copiers = ThreadPoolExecutor(COPIERS, thread_name_prefix=f"staging-{name}")
+        mine = _local.crew = _Crew(copiers)
+    return mine.copiers
 
 
 class _InFlight:
