@@ -87,8 +87,11 @@ class _Crew:
         self.copiers = copiers
 
     def __del__(self) -> None:
-        if not os.environ.get(FRESH_COPIERS_ENV):
-            _idle.append(self.copiers)
+        try:
+            if not os.environ.get(FRESH_COPIERS_ENV):
+                _idle.append(self.copiers)
+        except Exception:  # at interpreter exit the module's globals may be gone already
+            pass
 
 
 def _pool() -> ThreadPoolExecutor:
