@@ -33,8 +33,10 @@ on a 2-core host a 64-192 MiB pack from a new thread took 0.3-0.6 ms longer with
 crew than with a warm one alone, and up to 12 ms longer beside 1-3 busy Python threads,
 though not in every setting (medians of 40, `experiments/crew_start.py`).  On the
 twenty-seventh lease split-finalizer's b_g2_msm reached its temporaries 7 ms later than
-single-lock's, whose worker thread keeps its crew (docs/validation-log.md); whether the
-crews are why is the next lease's A/B (FRESH_COPIERS_ENV).
+single-lock's, whose worker thread keeps its crew.  On the twenty-eighth, K twice each
+way (FRESH_COPIERS_ENV for the old way): handed-on crews brought b_g2_msm to its
+temporaries 1-3 ms sooner at the median and its p95 from 191-207 ms to 137-140
+(docs/validation-log.md).
 
 Host memory: the blocks in flight, at most about one partition's a, b and c per GPU
 worker (384 MiB at 2^22), stay in CuPy's pinned pool once freed; the model's host
