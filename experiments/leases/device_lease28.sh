@@ -17,7 +17,9 @@
 #           default) against a new crew for every thread (SIMGPU_FRESH_COPIERS=1): K
 #           five times each way, interleaved, every allocation traced; K four times at
 #           a 0.5 ms switch interval; I and J twice each; the capped group once.
-# (The session that wrote this had about 900 s of device time left: one call.)
+# The session that wrote this got one H100 call late, with about 450 s of device time:
+# `ab 400` lost every run to the kernels' first compile (docs/data/h100-2026-12-05g), and
+# K ran twice each way by hand after it.  Calls 1-4 have not run.
 # Every run starts with the pools' caches given back (gpu_validation._fresh_pools).
 # A call that finds a fresh machine (no profile) calibrates first and says so.
 # The working tree must stay under the device's 64 MiB: move docs/data/h*-2026-* aside.
