@@ -39,6 +39,14 @@ lease_validate() {  # lease_validate LIMIT NAME CAP ARGS...: part of gpu_validat
   echo "$name rc=$? at $SECONDS s"; grep -E "s/proof" "$LOGS/$name.log" | cut -c1-120
 }
 
+lease_precompile() {  # lease_precompile LIMIT: every kernel module compiled into CuPy's disk cache
+  # (a call that does not calibrate first would spend its first run's set-up on it: 92 s
+  # on the twenty-eighth lease's fresh H100, where each run had 25-30 s)
+  time_left "$1" precompile || return 1
+  timeout "$1" python3 -c "from simgpu.gpu.cuda import precompile; precompile()" > "$LOGS/precompile.log" 2>&1
+  echo "precompile rc=$? at $SECONDS s"
+}
+
 lease_calibrate_once() {  # lease_calibrate_once CALL LIMIT [ARGS...]: calibrate on call 1, or on a fresh machine
   local call=$1; shift
   if [ "$call" = 1 ] || [ ! -f "$PROFILE" ]; then
