@@ -44,7 +44,9 @@ lease_precompile() {  # lease_precompile LIMIT: every kernel module compiled int
   # on the twenty-eighth lease's fresh H100, where each run had 25-30 s)
   time_left "$1" precompile || return 1
   timeout "$1" python3 -c "from simgpu.gpu.cuda import precompile; precompile()" > "$LOGS/precompile.log" 2>&1
-  echo "precompile rc=$? at $SECONDS s"
+  local rc=$?
+  echo "precompile rc=$rc at $SECONDS s"
+  return $rc
 }
 
 lease_calibrate_once() {  # lease_calibrate_once CALL LIMIT [ARGS...]: calibrate on call 1, or on a fresh machine
