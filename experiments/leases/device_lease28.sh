@@ -36,6 +36,9 @@ switch_test() {  # switch_test NAME SECONDS LABEL [ARGS...]: four runs of LABEL,
     lease_validate "$(until_ $((SECONDS + s)))" "$name-$k" 2176 --only "$label" --alloc-trace "$label" "$@"
   done
 }
+calibrate_if_fresh() {  # a call that finds a fresh machine (no profile) calibrates first
+  [ -f "$PROFILE" ] || { echo "FRESH MACHINE: no $PROFILE, calibrating again"; calibrate_spanned 400 --msm-capacity key; }
+}
 case "$PROFILE" in *h200*) ON_H200=1 ;; *) ON_H200=0 ;; esac
 if [ "$CALL" = ab ]; then
   [ -f "$PROFILE" ] || { echo "no $PROFILE: carry it in (out/ is not copied)"; exit 2; }
@@ -61,11 +64,11 @@ elif [ "$CALL" = 1 ]; then
     switch_test k-si5 25 K
   fi
 elif [ "$CALL" = 2 ] && [ "$ON_H200" = 1 ]; then
-  [ -f "$PROFILE" ] || { echo "FRESH MACHINE: no $PROFILE, calibrating again"; calibrate_spanned 400 --msm-capacity key; }
+  calibrate_if_fresh
   lease_validate "$(until_ 330)" grid-H-R 2176 --only H I J K L M N O P Q R
   lease_validate "$(until_ 585)" second-pass 2176 --only A B C D E F G
 else
-  [ -f "$PROFILE" ] || { echo "FRESH MACHINE: no $PROFILE, calibrating again"; calibrate_spanned 400 --msm-capacity key; }
+  calibrate_if_fresh
   if [ "$CALL" = 2 ]; then
     lease_validate "$(until_ 300)" grid-A-G 2176 --only A B C D E F G
     lease_validate "$(until_ 585)" grid-H-R 2176 --only H I J K L M N O P Q R
