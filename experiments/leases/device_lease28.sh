@@ -22,7 +22,9 @@
 # K ran twice each way by hand after it.  Calls 1-4 have not run.
 # Every run starts with the pools' caches given back (gpu_validation._fresh_pools).
 # A call that finds a fresh machine (no profile) calibrates first and says so.
-# The working tree must stay under the device's 64 MiB: move docs/data/h*-2026-* aside.
+# The working tree must stay under the device's 64 MiB: move docs/data/h*-2026-* and
+# docs/validation-log.md aside, and carry .whl, out/cubins.txz (lease_lib.lease_cubins) and
+# the profiles.
 #
 #   bash experiments/leases/device_lease28.sh 1|2|3|4|ab [END]
 # END (default 585): the second of the call by which its last step must end.
