@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from simgpu.calibrate.measure import pair_ratio
 from simgpu.errors import UserError
 from simgpu.profile.laws import Fit, fit_law
 from simgpu.profile.tomlwrite import Inline
@@ -190,13 +191,6 @@ def synthesis_pressure(c: Contention) -> float:
     x = np.array([(k - 1) / c.cores for k in ks])
     y = np.array([c.synthesis[k] / c.synthesis[1] - 1 for k in ks])
     return round(min(1.0, max(0.0, float(x @ y / (x @ x)))), 4)
-
-
-def pair_ratio(pairs: list[tuple[float, float]]) -> float | None:
-    """The median of (alone, beside) pairs' ratios beside / alone (None without a pair
-    whose call alone took any time)."""
-    ratios = [b / a for a, b in pairs if a > 0]
-    return statistics.median(ratios) if ratios else None
 
 
 def pressure_ratio(c: Contention, stage: str) -> float | None:

@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 
 from simgpu.calibrate.arrays import phase_arrays
-from simgpu.calibrate.fit import pair_ratio
 from simgpu.workers import pool_of
 
 #: The epilogue takes milliseconds and varies by tens of percent from call to call: each
@@ -322,6 +321,13 @@ def _synth_task(circuit: str, spec_n: int, seed: int) -> float:
     t = time.perf_counter()
     synthesize(circuit_spec(circuit, spec_n), seed)
     return time.perf_counter() - t
+
+
+def pair_ratio(pairs: list[tuple[float, float]]) -> float | None:
+    """The median of (alone, beside) pairs' ratios beside / alone (None without a pair
+    whose call alone took any time)."""
+    ratios = [b / a for a, b in pairs if a > 0]
+    return statistics.median(ratios) if ratios else None
 
 
 @dataclass
