@@ -15,6 +15,7 @@ import functools
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -55,7 +56,7 @@ def _fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
-def reports_errors(fn):
+def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn the errors a user can cause into one line on stderr and an exit code, for
     the console script and typer's test runner alike (2: bad input; 1: a failure)."""
 

@@ -222,9 +222,15 @@ class Ledger:
                 self.history.append((t, self.used))
 
 
-def vram_ledger(device: int, capacity: int, resident: int = 0, clock=None, allocator=None) -> Ledger:
+def vram_ledger(
+    device: int,
+    capacity: int,
+    resident: int = 0,
+    clock: Callable[[], float] | None = None,
+    allocator: Any = None,
+) -> Ledger:
     return Ledger(f"gpu{device}", capacity, resident, VramExhausted, clock, allocator)
 
 
-def host_ledger(capacity: int, resident: int = 0, clock=None) -> Ledger:
+def host_ledger(capacity: int, resident: int = 0, clock: Callable[[], float] | None = None) -> Ledger:
     return Ledger("host", capacity, resident, HostRamExhausted, clock)

@@ -84,14 +84,51 @@ class MsmLauncher(Protocol):
     def upload(self, limbs: np.ndarray) -> Any: ...
     def to_host(self, a: Any) -> np.ndarray: ...
     def read_int(self, a: Any) -> int: ...
-    def digits(self, scalars, n, c, nwin, counts, sorted_, overflow, scatter) -> None: ...
-    def accumulate(self, bases, sorted_, bucket_off, rank, nb, t, nthreads, out, group=G1) -> None: ...
-    def ranges(self, bucket_off, rank, nb, t, start, end) -> None: ...
-    def reduce(self, src, start, end, piece_off, nb, t, npieces, out, group=G1) -> None: ...
-    def bucket_sums(self, sums, start, end, b, seg, nseg, total, out, group=G1) -> None: ...
-    def seg_offsets(self, segs, seg, nseg, total, group=G1) -> None: ...
-    def fixed_base(self, scalars, n, table, chunk, nthreads, out, tmp) -> None: ...
-    def fp_mul_const(self, x, count, cst) -> None: ...
+    def digits(
+        self, scalars: Any, n: int, c: int, nwin: int, counts: Any, sorted_: Any, overflow: Any, scatter: bool
+    ) -> None: ...
+    def accumulate(
+        self,
+        bases: Any,
+        sorted_: Any,
+        bucket_off: Any,
+        rank: Any,
+        nb: int,
+        t: int,
+        nthreads: int,
+        out: Any,
+        group: Group = G1,
+    ) -> None: ...
+    def ranges(self, bucket_off: Any, rank: Any, nb: int, t: int, start: Any, end: Any) -> None: ...
+    def reduce(
+        self,
+        src: Any,
+        start: Any,
+        end: Any,
+        piece_off: Any,
+        nb: int,
+        t: int,
+        npieces: int,
+        out: Any,
+        group: Group = G1,
+    ) -> None: ...
+    def bucket_sums(
+        self,
+        sums: Any,
+        start: Any,
+        end: Any,
+        b: int,
+        seg: int,
+        nseg: int,
+        total: int,
+        out: Any,
+        group: Group = G1,
+    ) -> None: ...
+    def seg_offsets(self, segs: Any, seg: int, nseg: int, total: int, group: Group = G1) -> None: ...
+    def fixed_base(
+        self, scalars: Any, n: int, table: Any, chunk: int, nthreads: int, out: Any, tmp: Any
+    ) -> None: ...
+    def fp_mul_const(self, x: Any, count: int, cst: Any) -> None: ...
 
 
 # --------------------------------------------------------------------------- host side
@@ -473,7 +510,9 @@ class _CupyLauncher:
     def read_int(self, a: Any) -> int:
         return transfer.read_int(a)
 
-    def digits(self, scalars, n, c, nwin, counts, sorted_, overflow, scatter):
+    def digits(
+        self, scalars: Any, n: int, c: int, nwin: int, counts: Any, sorted_: Any, overflow: Any, scatter: bool
+    ) -> None:
         u = np.uint32
         # one thread per scalar, rounded up to whole warps (the warp-aggregated atomics
         # need all 32 lanes)
@@ -483,36 +522,71 @@ class _CupyLauncher:
         else:
             gpu.launch(self.k["msm_count"], n, 256, (scalars, u(n), u(c), u(nwin), counts, overflow))
 
-    def accumulate(self, bases, sorted_, bucket_off, rank, nb, t, nthreads, out, group=G1):
+    def accumulate(
+        self,
+        bases: Any,
+        sorted_: Any,
+        bucket_off: Any,
+        rank: Any,
+        nb: int,
+        t: int,
+        nthreads: int,
+        out: Any,
+        group: Group = G1,
+    ) -> None:
         u = np.uint32
         args = (bases, sorted_, bucket_off, rank, u(nb), u(t), u(nthreads), out)
         gpu.launch(self._kernel("msm_accumulate", group), nthreads, self.THREADS, args)
 
-    def ranges(self, bucket_off, rank, nb, t, start, end):
+    def ranges(self, bucket_off: Any, rank: Any, nb: int, t: int, start: Any, end: Any) -> None:
         u = np.uint32
         gpu.launch(self.k["msm_ranges"], nb, 256, (bucket_off, rank, u(nb), u(t), start, end))
 
-    def reduce(self, src, start, end, piece_off, nb, t, npieces, out, group=G1):
+    def reduce(
+        self,
+        src: Any,
+        start: Any,
+        end: Any,
+        piece_off: Any,
+        nb: int,
+        t: int,
+        npieces: int,
+        out: Any,
+        group: Group = G1,
+    ) -> None:
         u = np.uint32
         args = (src, start, end, piece_off, u(nb), u(t), u(npieces), out)
         gpu.launch(self._kernel("msm_reduce", group), npieces, self.THREADS, args)
 
-    def bucket_sums(self, sums, start, end, b, seg, nseg, total, out, group=G1):
+    def bucket_sums(
+        self,
+        sums: Any,
+        start: Any,
+        end: Any,
+        b: int,
+        seg: int,
+        nseg: int,
+        total: int,
+        out: Any,
+        group: Group = G1,
+    ) -> None:
         u = np.uint32
         args = (sums, start, end, u(b), u(seg), u(nseg), u(total), out)
         gpu.launch(self._kernel("msm_bucket_sums", group), total, self.THREADS, args)
 
-    def seg_offsets(self, segs, seg, nseg, total, group=G1):
+    def seg_offsets(self, segs: Any, seg: int, nseg: int, total: int, group: Group = G1) -> None:
         u = np.uint32
         args = (segs, u(seg), u(nseg), u(total))
         gpu.launch(self._kernel("msm_seg_offsets", group), total, self.THREADS, args)
 
-    def fixed_base(self, scalars, n, table, chunk, nthreads, out, tmp):
+    def fixed_base(
+        self, scalars: Any, n: int, table: Any, chunk: int, nthreads: int, out: Any, tmp: Any
+    ) -> None:
         u = np.uint32
         args = (scalars, u(n), table, u(chunk), u(nthreads), out, tmp)
         gpu.launch(self.k["g1_fixed_base_mul"], nthreads, self.THREADS, args)
 
-    def fp_mul_const(self, x, count, cst):
+    def fp_mul_const(self, x: Any, count: int, cst: Any) -> None:
         gpu.launch(self.k["fp_mul_const"], count, 256, (x, np.uint64(count), cst))
 
 

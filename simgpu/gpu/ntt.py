@@ -369,7 +369,20 @@ class _CupyLauncher:
     def _ptrs(self, vecs: Sequence[Any]) -> Any:
         return transfer.upload(np.array([v.data.ptr for v in vecs], dtype=np.uint64))
 
-    def ntt_pass(self, vecs, dif, log_n, log_s, k, tile_log, inverse, tw, tw_log, pre, post):
+    def ntt_pass(
+        self,
+        vecs: Sequence[Any],
+        dif: bool,
+        log_n: int,
+        log_s: int,
+        k: int,
+        tile_log: int,
+        inverse: bool,
+        tw: Any,
+        tw_log: int,
+        pre: Scale | None,
+        post: Scale | None,
+    ) -> None:
         u = np.uint32
         ptrs = self._ptrs(vecs)
         nul = tw  # any valid pointer for an unused table
@@ -383,7 +396,7 @@ class _CupyLauncher:
         grid = (1 << (log_n - tile_log), len(vecs))
         (self.k_dif if dif else self.k_dit)(grid, (256,), args)
 
-    def bitrev(self, vecs, log_n, cst):
+    def bitrev(self, vecs: Sequence[Any], log_n: int, cst: Any | None) -> None:
         n = 1 << log_n
         ptrs = self._ptrs(vecs)
         use = cst is not None
@@ -393,15 +406,15 @@ class _CupyLauncher:
         else:
             self.k_bitrev(((n + 255) // 256, len(vecs)), (256,), args)
 
-    def mul_const(self, x, cst):
+    def mul_const(self, x: Any, cst: Any) -> None:
         count = x.size // 8
         gpu.launch(self.k_mul, count, 256, (x, np.uint64(count), cst))
 
-    def pointwise(self, a, b, c, zinv):
+    def pointwise(self, a: Any, b: Any, c: Any, zinv: Any) -> None:
         count = a.size // 8
         gpu.launch(self.k_pw, count, 256, (a, b, c, np.uint64(count), zinv))
 
-    def twiddles(self, count, lo, hi):
+    def twiddles(self, count: int, lo: Any, hi: Any) -> Any:
         tw = self.cp.empty((count, 8), dtype=self.cp.uint32)
         gpu.launch(self.k_tw, count, 256, (tw, np.uint64(count), lo, hi))
         return tw
