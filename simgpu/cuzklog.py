@@ -174,6 +174,9 @@ _FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\[[^\]]*\]|\S+)')
 
 @dataclass
 class TimelineEvent:
+    """One TIMELINE line of a partition's lifecycle: its event, job and partition, the worker
+    (from GPU_PICKUP on), and its offset from the engine's start and durations (ms)."""
+
     line: int
     offset_ms: int
     event: str
@@ -195,6 +198,8 @@ class TimingSample:
 
 @dataclass
 class StartupFact:
+    """One used startup line (a message of STARTUP_USED) and its key=value fields, as text."""
+
     line: int
     message: str
     fields: dict[str, str]

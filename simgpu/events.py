@@ -37,6 +37,9 @@ from simgpu.errors import Deadlock
 
 @dataclass(slots=True)
 class Record:
+    """One thing that happened in a run: its time (seconds since the run started), event
+    name, proof, partition, device, worker, and the event's own fields (see above)."""
+
     t: float
     event: str
     proof: int | None = None

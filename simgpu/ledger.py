@@ -229,8 +229,12 @@ def vram_ledger(
     clock: Callable[[], float] | None = None,
     allocator: Any = None,
 ) -> Ledger:
+    """The VRAM ledger of GPU `device` (pool "gpu<device>"), raising VramExhausted when an
+    allocation does not fit."""
     return Ledger(f"gpu{device}", capacity, resident, VramExhausted, clock, allocator)
 
 
 def host_ledger(capacity: int, resident: int = 0, clock: Callable[[], float] | None = None) -> Ledger:
+    """The ledger of the host's RAM (pool "host"), raising HostRamExhausted when an allocation
+    does not fit."""
     return Ledger("host", capacity, resident, HostRamExhausted, clock)

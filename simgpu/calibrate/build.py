@@ -451,6 +451,8 @@ def _traced(runs: list[SizeRun]) -> list[tuple[int, dict[str, int], dict[str, li
 
 
 def stages_buffers(stages_fp: dict[str, dict[str, Any]]) -> list[str]:
+    """The buffers the stage footprints name (what they leave, take and release, and their
+    phases' staging, temporaries and releases), each once, in first-seen order."""
     names: list[str] = []
     for fp in stages_fp.values():
         for key in ("host_out", "vram_out", "vram_in", "host_release"):

@@ -332,6 +332,10 @@ def pair_ratio(pairs: list[tuple[float, float]]) -> float | None:
 
 @dataclass
 class Contention:
+    """Contention measurements at one partition size (measure_contention): syntheses k at
+    once, the driver's stages alone and beside a load, the device queue and the interpreter
+    lock, with the host's cores and memory bandwidth."""
+
     n: int
     cores: int
     membw_gbps: float

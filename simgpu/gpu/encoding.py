@@ -51,19 +51,23 @@ def random_fr(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def scalar_of(v: int) -> Scalar:
+    """Python int (< r) -> arkworks Fr scalar."""
     return Scalar.from_le_bytes(int(v).to_bytes(FR_BYTES, "little"))
 
 
 def int_of(s: Scalar) -> int:
+    """arkworks Fr scalar -> Python int."""
     return int.from_bytes(s.to_le_bytes(), "little")
 
 
 def g1_to_limbs(points: Sequence[G1Point]) -> np.ndarray:
+    """arkworks G1 points -> uint32 array of shape (n, 24) of affine x, y (infinity is all zeros)."""
     buf = b"".join(p.to_xy_bytes_le() for p in points)
     return np.frombuffer(buf, dtype="<u4").reshape(-1, G1_WORDS).astype(np.uint32, copy=False)
 
 
 def g1_from_limbs(limbs: np.ndarray, *, checked: bool = False) -> list[G1Point]:
+    """uint32 (n, 24) affine limbs -> arkworks G1 points (curve and subgroup check only if checked)."""
     raw = np.ascontiguousarray(limbs, dtype="<u4").tobytes()
     make = G1Point.from_xy_bytes_le if checked else G1Point.from_xy_bytes_unchecked_le
     return [make(raw[i : i + G1_BYTES]) for i in range(0, len(raw), G1_BYTES)]
@@ -77,10 +81,12 @@ def g1_from_xy(x: int, y: int) -> G1Point:
 
 
 def g2_to_bytes(points: Sequence[G2Point]) -> bytes:
+    """arkworks G2 points -> concatenated 192-byte xy little-endian records."""
     return b"".join(p.to_xy_bytes_le() for p in points)
 
 
 def g2_from_bytes(raw: bytes | memoryview) -> list[G2Point]:
+    """Concatenated 192-byte xy little-endian records -> arkworks G2 points (unchecked)."""
     raw = bytes(raw)
     return [G2Point.from_xy_bytes_unchecked_le(raw[i : i + G2_BYTES]) for i in range(0, len(raw), G2_BYTES)]
 

@@ -124,6 +124,8 @@ def choose_window(n: int) -> int:
 
 
 def msm_plan(n: int, window: int | None = None, piece: int | None = None, seg: int | None = None) -> MsmPlan:
+    """The MsmPlan of an MSM of n points: window c (choose_window unless given), piece T and
+    segment length sized for the thread targets (piece and seg override them, for tests)."""
     if n < 1:
         raise ValueError("an MSM needs at least one point")
     c = window or choose_window(n)

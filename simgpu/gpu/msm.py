@@ -439,6 +439,9 @@ def fixed_base_table(base: G1Point) -> np.ndarray:
 
 
 def fixed_base_on(be: MsmLauncher, base: G1Point, scalars: Any, n: int) -> np.ndarray:
+    """[s_i * base] for n scalars on a backend (GPU or the host harness), as standard-form
+    affine limbs (n, 24): the fixed-base kernel over fixed_base_table, moved to Montgomery
+    form on the device."""
     if n == 0:
         return np.zeros((0, 24), dtype=np.uint32)
     table = be.upload(fixed_base_table(base))

@@ -105,6 +105,9 @@ class Thrash:
 
 @dataclass(eq=False)
 class Job:
+    """One running job of the fluid share: its work left (seconds at full speed), what it
+    leans on, the event that fires when it is done, and its current speed."""
+
     work: float
     uses: tuple[tuple[Hashable, float, float], ...]  # (resource, demand, bound)
     done: simpy.Event

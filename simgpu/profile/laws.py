@@ -241,6 +241,9 @@ def _basis(term: str, n: float) -> float:
 
 @dataclass
 class Fit:
+    """A candidate law fitted to measurements (fit_law): its coefficients and worst relative
+    error; callable on n, and written into a profile as its law table."""
+
     law: str
     coeffs: dict[str, float]
     max_rel_error: float

@@ -28,6 +28,9 @@ class Use:
 
 @dataclass(frozen=True)
 class ResolvedPhase:
+    """A phase at one partition size: its seconds, its transients and staging with their bytes,
+    the buffers it releases, and how it leans on each shared resource."""
+
     name: str
     seconds: float
     transient: tuple[tuple[str, int], ...]

@@ -114,6 +114,9 @@ def phase_key(stage: str, phase: str) -> str:
 
 @dataclass(frozen=True)
 class StageSpec:
+    """One [stages.NAME] of a profile: where the stage runs, its phases with their time laws,
+    its noise, the shared resources it leans on, and its footprints (names of [buffers])."""
+
     name: str
     on: str  # "cpu" or "gpu"
     phases: tuple[Phase, ...]
@@ -128,6 +131,9 @@ class StageSpec:
 
 @dataclass(frozen=True)
 class Hardware:
+    """A profile's [hardware]: the GPU and its VRAM, cores, host RAM, the bytes resident on
+    each, and the host's memory and host-to-device bandwidths."""
+
     gpu: str
     vram: int
     vram_resident: Law  # bytes held on the device before any partition (may grow with n)
@@ -159,6 +165,9 @@ class Thrashing:
 
 @dataclass(frozen=True)
 class Profile:
+    """One machine + prover's costs as laws in the partition size, loaded and checked (see
+    the module docstring); `resolve(n)` gives them at one size."""
+
     name: str
     description: str
     hardware: Hardware
@@ -551,6 +560,8 @@ def arrays_at(points: ArrayPoints, n: int) -> tuple[float, ...]:
 
 
 def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
+    """The Profile of a parsed profile TOML (`path` names it in errors), checked: a bad table
+    or law is a UserError, and every law is evaluated once at the default workload's size."""
     where = path or "profile"
     meta = data.get("profile", {})
     if not isinstance(meta, dict):
@@ -616,4 +627,5 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
 
 
 def load_profile(path: str | Path) -> Profile:
+    """The profile in the TOML file at `path`, read and checked (profile_from_dict)."""
     return profile_from_dict(load_toml(path, "profile"), str(path))

@@ -94,6 +94,7 @@ def host_rss() -> int:
 
 
 def host_ram() -> int:
+    """Physical RAM of this machine, in bytes (0 where the system does not say)."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (OSError, ValueError):

@@ -234,6 +234,8 @@ class RealEvent(Waitable):
 
 
 class Sleep(Waitable):
+    """A wait of `seconds` on the calling thread that still reaches the run's stop flag."""
+
     blocking = False
 
     def __init__(self, seconds: float, stop: Stop) -> None:

@@ -41,6 +41,10 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 @dataclass
 class RealOutcome:
+    """What a real run gives back: its records and metrics, how many partition proofs and
+    proofs verified, the device and its VRAM capacity (bytes of device 0), and the seconds
+    the key setup took (None: the keys were loaded)."""
+
     result: RunResult
     summary: RunSummary
     verification: dict[str, int]

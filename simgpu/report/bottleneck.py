@@ -191,6 +191,7 @@ LABELS = {
 
 
 def label(key: str) -> str:
+    """How the table and explain name a share (LABELS; the key itself for a lock or device)."""
     return LABELS.get(key, key)
 
 

@@ -19,6 +19,8 @@ def _secs(x: float | None) -> str:
 
 
 def print_table(doc: dict[str, Any], console: Console | None = None) -> None:
+    """Print a run document as the terminal table (throughput, latency, devices, locks,
+    memory, what bounded progress), then its OOMs, failures, deadlock and leaks."""
     console = console or Console()
     p = doc["proofs"]
     title = (

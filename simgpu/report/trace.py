@@ -76,6 +76,7 @@ def stage_rows(records: list[Record]) -> list[list[Any]]:
 
 
 def lock_spans(records: list[Record]) -> list[dict[str, Any]]:
+    """Pair lock_acquired/lock_released into spans: which lock was held, when, and by whom."""
     held: dict[str, Record] = {}
     out = []
     for r in records:

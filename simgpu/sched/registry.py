@@ -17,6 +17,9 @@ DesignFn = Callable[..., object]
 
 @dataclass(frozen=True)
 class Design:
+    """A design ready to run: its name, its generator function (rt, worker, part), the first
+    paragraph of its docstring, and where it came from ("builtin" or the user's file)."""
+
     name: str
     fn: DesignFn
     summary: str
@@ -44,6 +47,7 @@ BUILTIN: dict[str, DesignFn] = {
 
 
 def builtin_designs() -> list[Design]:
+    """The shipped designs, in BUILTIN's order."""
     return [Design(name, fn, _summary(fn)) for name, fn in BUILTIN.items()]
 
 

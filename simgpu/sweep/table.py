@@ -32,6 +32,8 @@ def _point_text(sweep: SweepResult, axes: dict[str, Any]) -> str:
 
 
 def print_sweep(sweep: SweepResult, console: Console) -> None:
+    """Print a sweep as one line per point (the fastest safe point in bold), then the fastest
+    safe point and each design's smallest safe VRAM and host RAM."""
     varying = sweep.grid.varying()
     fixed = [a for a in sweep.grid.axes if not a.varies]
     wl = sweep.workload

@@ -64,6 +64,9 @@ class Trial:
 
 @dataclass
 class TuneResult:
+    """A tune's answer: every trial in order, the best feasible one (most proofs per hour;
+    None when no trial was feasible), and the constraints, runs and sampler it ran under."""
+
     trials: list[Trial]
     best: int | None  # index into trials
     evaluated: int  # distinct points run (a trial may propose a point already run)

@@ -108,6 +108,8 @@ def print_tune(
     toml_path: Path | None,
     console: Console,
 ) -> None:
+    """Print a tune's outcome: how many trials were feasible, then the best configuration as
+    a table and how to reproduce it (or, with none feasible, the commonest reasons)."""
     feasible = sum(1 for t in result.trials if t.feasible)
     console.print(
         f"simgpu tune on {profile}: {len(result.trials)} trials, {result.evaluated} configurations run "

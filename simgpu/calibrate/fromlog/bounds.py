@@ -91,6 +91,9 @@ def sharing(prof: Profile, cores: float, devices: int = 1) -> Sharing:
 
 @dataclass
 class Bound:
+    """One stage's contention bound on one resource, as the fit leaves it: fitted from the
+    log, or kept from the base profile (or left out), and why."""
+
     resource: str
     bound: float
     fitted: bool

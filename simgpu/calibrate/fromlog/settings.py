@@ -19,6 +19,8 @@ KINDS = ("log", "config", "inferred", "default", "base")
 
 @dataclass
 class Setting:
+    """One value of the daemon's configuration, with where it came from."""
+
     value: Any
     source: str  # in words: which line, which file, or what was inferred or assumed
     kind: str  # one of KINDS
