@@ -46,7 +46,8 @@ if [ "$CALL" = ab ]; then
   [ -f "$PROFILE" ] || { echo "no $PROFILE: carry it in (out/ is not copied)"; exit 2; }
   # a fresh machine compiles the kernels in its first run's set-up (92 s on the
   # twenty-eighth lease, against 6 s cached): compile them first, in parallel
-  lease_precompile 150 || lease_validate "$(until_ $((SECONDS + 150)))" k-warm-up 2176 --only K
+  lease_precompile 150
+  lease_warm_up "$(until_ $((SECONDS + 150)))" k-warm-up 2176 --only K
   for k in 1 2 3 4 5; do
     lease_validate "$(until_ $((SECONDS + 30)))" k-handed-$k 2176 --only K --alloc-trace K
     export SIMGPU_FRESH_COPIERS=1

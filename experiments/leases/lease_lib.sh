@@ -57,6 +57,13 @@ lease_validate() {  # lease_validate LIMIT NAME CAP ARGS...: part of gpu_validat
   echo "$name rc=$? at $SECONDS s"; grep -E "s/proof" "$LOGS/$name.log" | cut -c1-120
 }
 
+lease_warm_up() {  # lease_warm_up LIMIT [ARGS...]: one run, not kept, before the timed ones
+  # A fresh machine's first run at a size also makes its proving key and compiles the
+  # numba synthesis: on the twenty-ninth lease, with the kernels built ahead of time,
+  # every 2^22 run with 25-45 s was killed until one finished (then 14 s each).
+  lease_validate "$@"
+}
+
 lease_precompile() {  # lease_precompile LIMIT: every kernel module compiled into CuPy's disk cache
   # (a call that does not calibrate first would spend its first run's set-up on it: 92 s
   # on the twenty-eighth lease's fresh H100, where each run had 25-30 s)
@@ -122,7 +129,10 @@ lease_finish() {  # lease_finish: stop the watcher, summarise the host, pack the
   python3 experiments/host_modes.py summary "$LOGS/host.csv" | tail -2
   [ -f out/calibrate.span ] && python3 experiments/host_modes.py summary "$LOGS/host.csv" \
     --from "$(cut -d, -f1 out/calibrate.span)" --to "$(cut -d, -f2 out/calibrate.span)" | tail -1
-  (cd "$LOGS" && tar -cf runs.tar ./*.json ./*.toml ./*.span 2>/dev/null; rm -f ./*.json ./*.toml)
+  # gzipped: one K run with its allocations traced is 3.5 MB of JSON (0.2 MB gzipped), and
+  # a file over 16 MB does not come back (the twenty-ninth lease lost 16 runs' traces so)
+  (cd "$LOGS" && gzip -f ./*.json 2>/dev/null; tar -cf runs.tar ./*.json.gz ./*.toml ./*.span 2>/dev/null
+   rm -f ./*.json.gz ./*.toml)
   (cd "$LOGS" && gzip -f host.csv && tar -cf texts.tar ./*.log ./host.csv.gz && rm ./*.log ./host.csv.gz)
   ls -la "$LOGS"
 }
