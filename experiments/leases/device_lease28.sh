@@ -22,8 +22,8 @@
 # K ran twice each way by hand after it.  Calls 1-4 have not run.
 # Every run starts with the pools' caches given back (gpu_validation._fresh_pools).
 # A call that finds a fresh machine (no profile) calibrates first and says so.
-# The working tree must stay under the device's 64 MiB: move docs/data/h*-2026-* and
-# docs/validation-log.md aside, and carry .whl, out/cubins.txz (lease_lib.lease_cubins) and
+# The working tree must stay under the device's 64 MiB: `bash experiments/leases/aside.sh out`
+# before a call (and `in` after), and carry .whl, out/cubins.txz (lease_lib.lease_cubins) and
 # the profiles.
 #
 #   bash experiments/leases/device_lease28.sh 1|2|3|4|ab [END]
