@@ -47,7 +47,10 @@ if [ "$CALL" = ab ]; then
   # a fresh machine compiles the kernels in its first run's set-up (92 s on the
   # twenty-eighth lease, against 6 s cached): compile them first, in parallel
   lease_precompile 150
-  lease_warm_up "$(until_ $((SECONDS + 150)))" k-warm-up 2176 --only K
+  # a fresh machine's first run at a size also makes its proving key and compiles the
+  # numba synthesis: on the twenty-ninth lease every 2^22 run given 25-45 s was killed
+  # until one finished (then 14 s each), so one untimed run goes first
+  lease_validate "$(until_ $((SECONDS + 150)))" k-warm-up 2176 --only K
   for k in 1 2 3 4 5; do
     lease_validate "$(until_ $((SECONDS + 30)))" k-handed-$k 2176 --only K --alloc-trace K
     export SIMGPU_FRESH_COPIERS=1

@@ -57,13 +57,6 @@ lease_validate() {  # lease_validate LIMIT NAME CAP ARGS...: part of gpu_validat
   echo "$name rc=$? at $SECONDS s"; grep -E "s/proof" "$LOGS/$name.log" | cut -c1-120
 }
 
-lease_warm_up() {  # lease_warm_up LIMIT [ARGS...]: one run, not kept, before the timed ones
-  # A fresh machine's first run at a size also makes its proving key and compiles the
-  # numba synthesis: on the twenty-ninth lease, with the kernels built ahead of time,
-  # every 2^22 run with 25-45 s was killed until one finished (then 14 s each).
-  lease_validate "$@"
-}
-
 lease_precompile() {  # lease_precompile LIMIT: every kernel module compiled into CuPy's disk cache
   # (a call that does not calibrate first would spend its first run's set-up on it: 92 s
   # on the twenty-eighth lease's fresh H100, where each run had 25-30 s)
