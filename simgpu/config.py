@@ -90,11 +90,6 @@ class PipelineConfig:
         for name, value, low, high in checks:
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
                 raise UserError(f"{name}: must be a whole number in {low}..{high:,}, got {value!r}")
-        if self.proofs * (self.partitions or 1) > LIMITS["partitions"] * 10:
-            raise UserError(
-                f"proofs x partitions: at most {LIMITS['partitions'] * 10:,} partitions in one run "
-                f"(their event records must fit in memory), got {self.proofs * (self.partitions or 1):,}"
-            )
         if self.arrival_rate is not None and not (
             isinstance(self.arrival_rate, int | float) and 0 < self.arrival_rate < math.inf
         ):

@@ -97,6 +97,30 @@ def test_a_huge_retry_backoff_ends_and_an_infinite_one_is_refused(tmp_path):
     assert r.returncode == 2 and "retry_backoff" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("args", [["--partitions", "100000"], ["-n", "20000", "-j", "20000"]])
+def test_a_run_too_large_to_simulate_is_refused_at_once(args):
+    """300,000 or 200,000 partitions would take minutes and gigabytes: one line, exit 2."""
+    t = time.perf_counter()
+    r = cli_in_subprocess(["predict", *args])
+    assert time.perf_counter() - t < 30
+    one_line_error(r.returncode, r.stderr)
+    assert "partitions in one simulated run" in r.stderr
+
+
+def test_a_large_closed_loop_is_not_a_livelock(monkeypatch):
+    """Each client wakes once at the start without recording anything: with more clients
+    than the stall budget alone allows, the run still ends, every proof completed."""
+    from simgpu.model import sim
+
+    monkeypatch.setattr(sim, "STALL_EVENTS", 50)
+    cfg = PipelineConfig(proofs=400, concurrency=400, partition_workers=8)
+    rt = SimRuntime(tiny_profile(), cfg, Workload("w", 1, 1 << 12))
+    result = rt.run(resolve_design("single-lock").fn)
+    assert result.deadlock is None
+    s = summarize(result)
+    assert (s.submitted, s.completed, s.failed) == (400, 400, 0)
+
+
 def test_a_design_that_never_ends_is_a_livelock_in_the_model(capsys):
     code, out, err = cli(["predict", "-d", f"{MISBEHAVING}:forever", "-n", "1", "-j", "1", "--json"], capsys)
     assert code == 3, err

@@ -54,6 +54,13 @@ class SimRuntime(RuntimeBase):
         record_phases: bool = True,
     ) -> None:
         super().__init__(config, workload, seed)
+        simulated = config.proofs * workload.partitions
+        if simulated > MAX_PARTITIONS:
+            raise UserError(
+                f"{config.proofs:,} proofs x {workload.partitions:,} partitions: at most "
+                f"{MAX_PARTITIONS:,} partitions in one simulated run (each takes about 1 ms and "
+                f"20 KB of event records); submit fewer proofs or partitions"
+            )
         self.profile = profile
         self.record_phases = record_phases
         self.env = simpy.Environment()
@@ -272,8 +279,11 @@ class SimRuntime(RuntimeBase):
                     seen, quiet = len(self.records), 0
                 else:
                     quiet += 1
-                    if quiet > STALL_EVENTS:
-                        stuck = self._stuck("livelock", f"{STALL_EVENTS:,} events in a row recorded nothing")
+                    # every live task may wake once without recording (a client's start):
+                    # the budget grows with them, so a large closed loop is not a livelock
+                    limit = STALL_EVENTS + 4 * len(self._names)
+                    if quiet > limit:
+                        stuck = self._stuck("livelock", f"{limit:,} events in a row recorded nothing")
                         break
         except SimgpuError:
             raise
@@ -347,10 +357,15 @@ class SimRuntime(RuntimeBase):
 #: Simulated seconds after which a run counts as a livelock (about 31,700 years: no
 #: proving pipeline's prediction gets near it, a design that sleeps for ever does).
 HORIZON = 1e12
-#: Events in a row that record nothing before a run counts as a livelock: every stage
-#: start and end, lock, queue and proof change records something, so a run that makes
-#: progress never goes near this.
+#: Events in a row that record nothing before a run counts as a livelock (plus four per
+#: task spawned): every stage start and end, lock, queue and proof change records
+#: something, so a run that makes progress never goes near this.
 STALL_EVENTS = 200_000
+#: Partitions (proofs x partitions per proof) one simulated run may hold: 10,000 proofs of
+#: cuzk's 10.  The model takes about 0.9 ms and 17 KB of records a partition (30,000 in
+#: 27.6 s and 0.5 GB on a 2-core CI machine), so this bounds a run near 90 s and 2 GB,
+#: where a larger one would look hung or exhaust the machine's memory.
+MAX_PARTITIONS = 100_000
 
 
 def _invalid_yield(message: str) -> str:
