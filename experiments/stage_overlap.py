@@ -17,12 +17,14 @@ every design (b_g2_msm and the next worker's kernels) share their credit.  Use i
 choose what calibrate should time a stage beside, not as a profile's parameter.
 
     python experiments/stage_overlap.py --profile P.toml --stage prep --size 2^22 RUNS.json...
+
+It also prints the spans that ran with nothing beside them, against the calibrated time:
+the fit's premise, that the stage alone in the pipeline takes what calibrate timed.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +35,8 @@ from simgpu.units import parse_count
 STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
 #: A stage that overlapped the spans less than this on average is fitted but not shown.
 RARE = 0.05
+#: A span whose overlaps add up to less than this ran with nothing beside it.
+LONE = 0.01
 
 
 def overlaps(spans: list[list], stage: str) -> list[tuple[str, float, list[float]]]:
@@ -69,12 +73,18 @@ def main() -> None:
     ap.add_argument("--size", required=True, help="constraints, e.g. 2^22")
     ap.add_argument("--capped", action="store_true", help="read the runs under a VRAM cap too")
     args = ap.parse_args()
+    from gpu_validation import read_runs  # beside this script
+
     n = parse_count(args.size, "--size", minimum=1)
     st = load_profile(args.profile).resolve(n).stages[args.stage]
     alone = sum(ph.seconds for ph in st.phases)
     rows, by_cfg = [], {}
     for f in args.runs:
-        for run in json.loads(f.read_text()):
+        runs = read_runs(f)
+        if not isinstance(runs, list):  # a lease's other JSON (calibrate's pairings, say)
+            print(f"{f}: not a file of runs, skipped")
+            continue
+        for run in runs:
             if run["constraints"] != n or (run.get("vram_cap") and not args.capped):
                 continue
             got = overlaps(run["stage_spans"], args.stage)
@@ -89,6 +99,13 @@ def main() -> None:
         f"{args.stage} at {n:,}: {len(rows)} spans, mean {mean * 1e3:.1f} ms against "
         f"{alone * 1e3:.1f} alone ({mean / alone - 1:+.0%}); R^2 of the fit {r2:.2f}"
     )
+    lone = [sec for _, sec, o in rows if sum(o) < LONE]
+    if lone:  # the fit's premise: does the stage take its calibrated time with nothing beside it?
+        print(
+            f"with nothing beside (overlap under {LONE}): {len(lone)} spans, median "
+            f"{np.median(lone) * 1e3:.1f} ms, mean {np.mean(lone) * 1e3:.1f} ms, against the "
+            f"calibrated {alone * 1e3:.1f} ({np.median(lone) / alone - 1:+.0%} at the median)"
+        )
     print("| beside | mean overlap | adds, per whole span beside one |")
     print("|---|---:|---:|")
     rare = []
