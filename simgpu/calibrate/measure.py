@@ -138,7 +138,9 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             run.vram_peak["kernels"] = max(run.vram_peak.get("kernels", 0), probe.vram_peak)
             for ph in PHASES:
                 run.add(f"kernels.{ph}", probe.seconds[ph])
-            run.add("kernels.unsynced", _kernels_unsynced(ex, part, abc, timed))
+            again, unsynced = _kernels_unsynced(ex, part, abc, timed)
+            run.add("prestage.again", again)
+            run.add("kernels.unsynced", unsynced)
             _, dt = timed("b_g2_msm", part, 0 if settings.b_g2_on == "gpu" else None)
             run.add("b_g2_msm", dt)
             if settings.b_g2_on == "gpu":  # the device pool's peak, to check its plan too
@@ -177,11 +179,16 @@ def result_trip(wall: float, probe: dict[str, float]) -> float:
     return max(0.0, wall - probe.get("extra", 0.0) - probe.get("compute", 0.0))
 
 
-def _kernels_unsynced(ex: Any, part: Any, abc: tuple[Any, ...], timed: Callable[..., Any]) -> float:
+def _kernels_unsynced(
+    ex: Any, part: Any, abc: tuple[Any, ...], timed: Callable[..., Any]
+) -> tuple[float, float]:
     """The kernels stage of `part` once more, uploaded again from `abc` (its a, b, c), as a
     run launches it: without the probe, whose phase clock syncs the device after each
-    phase (simgpu.calibrate.fit.unsynced_scale).  Seconds; the pool's trace, if one is
-    on, does not see it."""
+    phase (simgpu.calibrate.fit.unsynced_scale).  Seconds of (the prestage again, the
+    kernels); the pool's trace, if one is on, does not see them.  The prestage's second
+    reading is kept beside the first: on the 25th and 26th leases' H200s the first read
+    24-32% over what a prestage with nothing beside it took in the pipeline (median of
+    105-113 spans, experiments/stage_overlap.py), the kernels 4-5%."""
     device = ex.backends[0]
     prepared = part.host.prepared
     prepared.a, prepared.b, prepared.c = abc
@@ -190,7 +197,7 @@ def _kernels_unsynced(ex: Any, part: Any, abc: tuple[Any, ...], timed: Callable[
     if trace is not None:
         device.alloc_trace = None
     try:
-        buffers, _ = timed("prestage", part, 0)
+        buffers, again = timed("prestage", part, 0)
         try:
             _, dt = timed("kernels", part, 0, buffers=buffers)
         finally:
@@ -199,7 +206,7 @@ def _kernels_unsynced(ex: Any, part: Any, abc: tuple[Any, ...], timed: Callable[
         ex.probe = probe
         if trace is not None:
             device.alloc_trace = trace
-    return dt
+    return again, dt
 
 
 def _trace_last(device: Any, last: bool) -> Any:
