@@ -72,6 +72,13 @@ def main() -> None:
     ap.add_argument("--stage", required=True, choices=STAGES)
     ap.add_argument("--size", required=True, help="constraints, e.g. 2^22")
     ap.add_argument("--capped", action="store_true", help="read the runs under a VRAM cap too")
+    ap.add_argument(
+        "--alone",
+        choices=("calibrated", "lone"),
+        default="calibrated",
+        help="the time alone the stretches are read from: the profile's, or the median of "
+        "the spans that ran with nothing beside them",
+    )
     args = ap.parse_args()
     from gpu_validation import read_runs  # beside this script
 
@@ -92,14 +99,16 @@ def main() -> None:
             by_cfg.setdefault(run["label"], []).extend(s for _, s, _ in got)
     if not rows:
         raise SystemExit(f"no spans of {args.stage} at {n:,} constraints in those runs")
-    coef, r2 = fit(rows, alone)
+    lone = [sec for _, sec, o in rows if sum(o) < LONE]
+    base = float(np.median(lone)) if args.alone == "lone" and lone else alone
+    coef, r2 = fit(rows, base)
     x = np.array([o for _, _, o in rows])
     mean = float(np.mean([s for _, s, _ in rows]))
     print(
         f"{args.stage} at {n:,}: {len(rows)} spans, mean {mean * 1e3:.1f} ms against "
-        f"{alone * 1e3:.1f} alone ({mean / alone - 1:+.0%}); R^2 of the fit {r2:.2f}"
+        f"{alone * 1e3:.1f} alone ({mean / alone - 1:+.0%}); R^2 of the fit {r2:.2f}, read from "
+        f"{base * 1e3:.1f} ms alone ({args.alone})"
     )
-    lone = [sec for _, sec, o in rows if sum(o) < LONE]
     if lone:  # the fit's premise: does the stage take its calibrated time with nothing beside it?
         print(
             f"with nothing beside (overlap under {LONE}): {len(lone)} spans, median "
