@@ -59,7 +59,7 @@ class SimRuntime(RuntimeBase):
             raise UserError(
                 f"{config.proofs:,} proofs x {workload.partitions:,} partitions: at most "
                 f"{MAX_PARTITIONS:,} partitions in one simulated run (each takes about 1 ms and "
-                f"20 KB of event records); submit fewer proofs or partitions"
+                f"17 KB of event records); submit fewer proofs or partitions"
             )
         self.profile = profile
         self.record_phases = record_phases
