@@ -159,7 +159,7 @@ def test_single_lock_ties_split_finalizer_or_two_lock_reserve_whatever_the_stage
         _, s = simulate(
             profile,
             design,
-            proofs=12,
+            proofs=24,
             concurrency=4,
             gpu_workers_per_device=gpu_workers,
             partition_workers=synthesis_workers,
@@ -167,5 +167,6 @@ def test_single_lock_ties_split_finalizer_or_two_lock_reserve_whatever_the_stage
         assert s.failed == 0, design
         pace[design] = s.throughput
     single = pace["single-lock"]
-    # within 3%: what 24 partitions' start and end leave of the steady state
+    # within 3%: what 48 partitions' start and end leave of the steady state (the worst of
+    # 300 random cases 1.1%; with 24 partitions 2.2%, and one case found at 3.2%)
     assert min(abs(single / pace[d] - 1) for d in ("split-finalizer", "two-lock-reserve")) < 0.03
