@@ -39,18 +39,35 @@ RARE = 0.05
 LONE = 0.01
 
 
-def overlaps(spans: list[list], stage: str) -> list[tuple[str, float, list[float]]]:
-    """(configuration, seconds, overlap per STAGES) of every span of `stage` in `spans`
+def overlaps(
+    spans: list[list], stage: str, stages: tuple[str, ...] = STAGES
+) -> list[tuple[str, float, list[float]]]:
+    """(configuration, seconds, overlap per `stages`) of every span of `stage` in `spans`
     (a run's `stage_spans`: proof, partition, stage, worker, start, end)."""
     out = []
     for p, i, st, _, a, b in spans:
         if st != stage or b <= a:
             continue
-        seen = dict.fromkeys(STAGES, 0.0)
+        seen = dict.fromkeys(stages, 0.0)
         for p2, i2, st2, _, a2, b2 in spans:
             if st2 in seen and not (p2 == p and i2 == i and st2 == st):
                 seen[st2] += max(0.0, min(b, b2) - max(a, a2))
-        out.append((stage, b - a, [seen[s] / (b - a) for s in STAGES]))
+        out.append((stage, b - a, [seen[s] / (b - a) for s in stages]))
+    return out
+
+
+def split_synthesis(spans: list[list], transfer_share: float) -> list[list]:
+    """`spans` with each synthesis span cut in two, `synthesis.compute` then
+    `synthesis.transfer` (its last `transfer_share` of the span: the result's way back to
+    the driver process ends the span).  The runs record the whole span only, so the cut
+    is the calibrated phases' proportion, not a measured instant."""
+    out = []
+    for p, i, st, w, a, b in spans:
+        if st != "synthesis":
+            out.append([p, i, st, w, a, b])
+            continue
+        cut = b - transfer_share * (b - a)
+        out += [[p, i, "synthesis.compute", w, a, cut], [p, i, "synthesis.transfer", w, cut, b]]
     return out
 
 
@@ -73,6 +90,12 @@ def main() -> None:
     ap.add_argument("--size", required=True, help="constraints, e.g. 2^22")
     ap.add_argument("--capped", action="store_true", help="read the runs under a VRAM cap too")
     ap.add_argument(
+        "--split-synthesis",
+        action="store_true",
+        help="read a synthesis beside as its compute and its result's way back, cut in the "
+        "calibrated phases' proportion",
+    )
+    ap.add_argument(
         "--alone",
         choices=("calibrated", "lone"),
         default="calibrated",
@@ -83,8 +106,15 @@ def main() -> None:
     from gpu_validation import read_runs  # beside this script
 
     n = parse_count(args.size, "--size", minimum=1)
-    st = load_profile(args.profile).resolve(n).stages[args.stage]
+    resolved = load_profile(args.profile).resolve(n)
+    st = resolved.stages[args.stage]
     alone = sum(ph.seconds for ph in st.phases)
+    stages = STAGES
+    if args.split_synthesis:
+        phases = {ph.name: ph.seconds for ph in resolved.stages["synthesis"].phases}
+        share = phases.get("transfer", 0.0) / sum(phases.values())
+        stages = ("synthesis.compute", "synthesis.transfer", *STAGES[1:])
+        print(f"synthesis cut: its last {share:.0%} the result's way back")
     rows, by_cfg = [], {}
     for f in args.runs:
         runs = read_runs(f)
@@ -94,7 +124,10 @@ def main() -> None:
         for run in runs:
             if run["constraints"] != n or (run.get("vram_cap") and not args.capped):
                 continue
-            got = overlaps(run["stage_spans"], args.stage)
+            spans = run["stage_spans"]
+            if args.split_synthesis:
+                spans = split_synthesis(spans, share)
+            got = overlaps(spans, args.stage, stages)
             rows += got
             by_cfg.setdefault(run["label"], []).extend(s for _, s, _ in got)
     if not rows:
@@ -118,7 +151,7 @@ def main() -> None:
     print("| beside | mean overlap | adds, per whole span beside one |")
     print("|---|---:|---:|")
     rare = []
-    for s, m, c in zip(STAGES, x.mean(axis=0), coef, strict=True):
+    for s, m, c in zip(stages, x.mean(axis=0), coef, strict=True):
         if m >= RARE:
             print(f"| {s} | {m:.2f} | {c:+.0%} |")
         elif m > 0:

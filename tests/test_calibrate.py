@@ -221,7 +221,20 @@ def test_calibrate_the_cpu_backend(tmp_path):
     # timed alone and beside the pressure load (each repeat's two calls back to back, the
     # median of their ratios), beside its share of the result channel
     tr_uses = dict(transfer.uses)
-    assert set(tr_uses) == {"driver_rx", "pressure"}
+    cores = doc["calibration"]["contention"]["cores"]
+    assert set(tr_uses) == {"driver_rx", "pressure", "handoff"}
+    # a result on its way back is one the driver's stages are slowed by (`handoff`); each
+    # driver stage's sensitivity to it, from its calls alone and beside results coming back
+    assert (tr_uses["handoff"].demand, tr_uses["handoff"].bound) == (1.0, 0.0)
+    handoff = doc["calibration"]["contention"]["handoff"]
+    assert set(handoff) == {"prep", "prestage", "kernels", "b_g2_msm", "epilogue"}
+    for stage, rows in handoff.items():
+        uses = dict(prof.resolve(256).stages[stage].phases[0].uses)
+        p = uses["pressure"].bound
+        slopes = [(b / a / (1 + p * c / cores) - 1) / m for a, b, m, c in rows if m >= 0.2]
+        if slopes:  # results were on their way back beside enough of its calls
+            want = min(1.0, max(0.0, statistics.median(slopes)))
+            assert uses["handoff"].bound == pytest.approx(want, abs=0.02) and uses["handoff"].demand == 0.0
     pairs = doc["calibration"]["contention"]["pressure_pairs"]["synthesis.transfer"]
     ratio = statistics.median(beside / alone for alone, beside in pairs)
     k, cores = doc["calibration"]["pressure"]["syntheses_beside"], doc["calibration"]["contention"]["cores"]
@@ -641,6 +654,13 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     }
     assert back.gil == {st: pytest.approx(v, abs=1e-6) for st, v in c.gil.items()}
     assert back.synthesis == pytest.approx(c.synthesis, abs=1e-6)
+    # every driver stage beside results coming back: each repeat's calls, and how many
+    # results were on their way back and how many syntheses computing beside the second
+    assert set(c.handoff) == set(PRESSURE_STAGES)
+    for rows in c.handoff.values():
+        assert len(rows) > 1 and all(a > 0 and b > 0 and m >= 0 and k >= 0 for a, b, m, k in rows)
+    assert sum(m for rows in c.handoff.values() for _, _, m, _ in rows) > 0  # results did come back
+    assert back.handoff == {s: [pytest.approx(r, abs=1e-6) for r in rows] for s, rows in c.handoff.items()}
 
 
 def test_a_profile_older_than_the_record_is_refitted_with_one_given(tmp_path) -> None:
@@ -666,6 +686,43 @@ def test_a_profile_older_than_the_record_is_refitted_with_one_given(tmp_path) ->
     assert again["stages"]["kernels"]["uses"]["gpu"]["bound"] == pytest.approx(
         doc["stages"]["kernels"]["uses"]["gpu"]["bound"], abs=2e-4
     )
+
+
+def test_the_handoff_fit_reads_each_pair_against_the_results_beside_it() -> None:
+    """A prestage of 20 ms alone took 24.2 ms beside 1.5 results on their way back and
+    0.5 syntheses computing, and it is 0.32 sensitive to busy cores (of 16): the
+    computing core is worth 1 + 0.32 * 0.5 / 16 = 1.01, so each result adds
+    (24.2 / 20 / 1.01 - 1) / 1.5 = 0.1320 of its time.  The median over the pairs: one
+    pair in another of the VM's modes (40 ms) does not move it; a pair with almost no
+    result beside it (0.05) is not read.  A stage never slowed reads 0; the synthesis's
+    way back draws 1, slowing nothing itself."""
+    from simgpu.calibrate.build import stage_uses
+    from simgpu.calibrate.fit import fit_handoff
+
+    one = 24.2 / 20 / 1.01
+    pair = (0.020, 0.0242, 1.5, 0.5)
+    rows = [pair, pair, (0.020, 0.040, 1.5, 0.5), (0.020, 0.030, 0.05, 0)]
+    c = Contention(n=1 << 20, cores=16, membw_gbps=100.0, synthesis={}, loaded={}, handoff={"prestage": rows})
+    got = fit_handoff(c, {"prestage": 0.32})["prestage"]["handoff"]
+    assert got == {"demand": 0.0, "bound": pytest.approx((one - 1) / 1.5, abs=1e-4)}
+    c.handoff["epilogue"] = [(0.015, 0.015, 1.0, 0.0)] * 3
+    assert fit_handoff(c, {})["epilogue"]["handoff"]["bound"] == 0.0
+    c.handoff = {}
+    assert fit_handoff(c, {}) == {}  # calibrated before it measured results coming back
+    # in a profile: the stages' sensitivities, and the way back's draw
+    c = Contention(
+        n=1 << 20,
+        cores=16,
+        membw_gbps=100.0,
+        synthesis={1: 1.0, 2: 1.0},
+        loaded={"prestage": (0.02, 0.02), "synthesis.transfer": (0.1, 0.1)},
+        pressure_load=8,
+        handoff={"prestage": rows},
+    )
+    uses = stage_uses(c, 50.0, "gpu", 8)
+    no_pressure = (24.2 / 20 - 1) / 1.5  # alone and beside the syntheses alike: sensitivity 0
+    assert uses["prestage"]["handoff"]["bound"] == pytest.approx(no_pressure, abs=1e-4)
+    assert uses["synthesis.transfer"]["handoff"] == {"demand": 1.0, "bound": 0.0}
 
 
 def test_the_gil_fit_reads_the_bursty_law_backwards_twice() -> None:

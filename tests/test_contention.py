@@ -245,6 +245,24 @@ def test_pressure_scales_a_gpu_bound_job_instead_of_taking_a_share_of_it():
     assert alone == pytest.approx([1.0])
 
 
+def test_a_result_coming_back_slows_the_driver_stages_while_it_is_on_its_way():
+    """`handoff` (capacity 1) follows the pressure law: a kernels stage wholly bound to
+    the GPU (1 s of work), 0.5 sensitive to results coming back, started with one
+    result's 0.5 s way back (demand 1, bound 0: results do not slow each other here, the
+    driver's reader does that).  While it is on its way the kernels run at 1 / 1.5: a
+    third of their work by 0.5 s, the rest alone, done at 0.5 + 2/3 s.  Two results at
+    once slow them twice as much, 1 / (1 + 0.5 * 2); the results themselves never slow."""
+    cap = {("gpu", 0): 1.0, "handoff": 1.0}
+    kernels = (("gpu", 0), 1.0, 1.0), ("handoff", 0.0, 0.5)
+    trip = (("handoff", 1.0, 0.0),)
+    laws = dict(bursty={"handoff"}, scaling=frozenset({"handoff"}))
+    got = finish_times([(0, 1.0, kernels), (0, 0.5, trip)], cap, **laws)
+    assert got == pytest.approx([0.5 + 2 / 3, 0.5])
+    got = finish_times([(0, 1.0, kernels), (0, 0.5, trip), (0, 0.5, trip)], cap, **laws)
+    assert got == pytest.approx([0.5 + 0.75, 0.5, 0.5])  # a quarter done by 0.5 s
+    assert finish_times([(0, 1.0, kernels)], cap, **laws) == pytest.approx([1.0])
+
+
 _use = st.tuples(st.floats(0.0, 4.0), st.floats(0.0, 1.0))
 
 

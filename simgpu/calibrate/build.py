@@ -28,6 +28,7 @@ from simgpu.calibrate.fit import (
     device_law,
     fit_device_queue,
     fit_gil,
+    fit_handoff,
     fit_pressure,
     fit_synthesis_contention,
     phase_means,
@@ -339,13 +340,18 @@ def stage_uses(
     if contention:
         b_g2_cores = b_g2_threads if b_g2_on == "cpu" else 1
         pressure = fit_pressure(contention, b_g2_cores)
+        sensitivity = {st: float(u["pressure"]["bound"]) for st, u in pressure.items()}
         if gil:
-            sensitivity = {st: float(u["pressure"]["bound"]) for st, u in pressure.items()}
             for stage, extra in fit_gil(contention, sensitivity).items():
                 uses[stage] = with_share(uses.get(stage, {}), extra)
         for stage, extra in pressure.items():
             # a sensitivity beside the stage's shares, not one of them (SCALING_RESOURCES)
             uses[stage] = uses.get(stage, {}) | extra
+        if handoff := fit_handoff(contention, sensitivity):
+            for stage, extra in handoff.items():  # a sensitivity too
+                uses[stage] = uses.get(stage, {}) | extra
+            # each result on its way back is one the driver's stages are slowed by
+            uses[TRIP] = uses.get(TRIP, {}) | {"handoff": Inline(demand=1.0, bound=0.0)}
     return uses
 
 
@@ -382,6 +388,13 @@ def contention_record(c: Contention) -> dict[str, Any]:
                 }
             }
             if c.loaded_pairs
+            else {}
+        ),
+        # stage -> each repeat's [alone, beside results coming back, results on their way
+        # back beside it, syntheses computing beside it]
+        **(
+            {"handoff": {s: [[round(x, 6) for x in row] for row in rows] for s, rows in c.handoff.items()}}
+            if c.handoff
             else {}
         ),
     }

@@ -224,6 +224,31 @@ def fit_pressure(c: Contention, b_g2_cores: int) -> dict[str, dict[str, Inline]]
     return out
 
 
+def fit_handoff(c: Contention, pressure: dict[str, float]) -> dict[str, dict[str, Inline]]:
+    """Every driver stage's sensitivity to synthesis results coming back into the driver
+    process (the `handoff` resource, simgpu.model.contention, "Pressure"), from its
+    calls alone and beside them (measure.measure_handoff).  Beside m results on their way
+    back and c syntheses computing (mean counts over the call), a stage of sensitivity s
+    takes r = (1 + s m)(1 + p c / C) times its time alone, p its sensitivity to busy
+    cores (`pressure`): s is the median over the pairs of (r / (1 + p c / C) - 1) / m,
+    kept within [0, 1] (the median, as pressure_ratio's: a pair whose calls fell in two
+    of a VM's modes reads any number).  Pairs with fewer than MIN_TRIPS results beside
+    are left out: their ratio is mostly noise over a small m.  Its demand is 0: a driver
+    stage brings no result back; the synthesis's way back draws 1 (build.stage_uses)."""
+    out: dict[str, dict[str, Inline]] = {}
+    cores = max(1, c.cores)
+    for stage, rows in c.handoff.items():
+        p = pressure.get(stage, 0.0)
+        slopes = [(b / a / (1 + p * k / cores) - 1) / m for a, b, m, k in rows if a > 0 and m >= MIN_TRIPS]
+        if slopes:
+            out[stage] = {"handoff": Inline(demand=0.0, bound=_clamp(statistics.median(slopes)))}
+    return out
+
+
+#: The fewest results on their way back beside a call that fit_handoff reads a slope from.
+MIN_TRIPS = 0.2
+
+
 def fit_gil(c: Contention, pressure: dict[str, float]) -> dict[str, dict[str, Inline]]:
     """Every measured stage's use of the driver's interpreter lock (`gil`, capacity 1,
     shared burst by burst), from its times alone and beside a thread of pure Python

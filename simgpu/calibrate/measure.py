@@ -358,6 +358,10 @@ class Contention:
     #: stage -> each repeat's (alone, beside) in the order measured, the two calls back to
     #: back; empty where not kept (profiles calibrated before they were)
     loaded_pairs: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    #: stage -> each repeat's (alone, beside results coming back, the results on their
+    #: way back beside it, the syntheses computing beside it), measure_handoff; empty
+    #: where not measured (profiles calibrated before it was)
+    handoff: dict[str, list[tuple[float, float, float, float]]] = field(default_factory=dict)
 
 
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
@@ -393,10 +397,11 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
             pairs = measure_pressure(ex, pool, settings.circuit, n, k, log)
             queue = measure_device_queue(ex, n, log)
             gil = measure_gil(ex, n, log)
+            handoff = measure_handoff(ex, n, log)
         finally:
             ex.close()
     loaded = {s: (min(a for a, _ in ps), min(b for _, b in ps)) for s, ps in pairs.items()}
-    return Contention(n, cores, membw, times, loaded, queue, k, gil, loaded_pairs=pairs)
+    return Contention(n, cores, membw, times, loaded, queue, k, gil, loaded_pairs=pairs, handoff=handoff)
 
 
 #: Rounds of k syntheses at once that measure_contention averages, per k.
@@ -521,6 +526,98 @@ def _driver_chain(
             inputs["buffers"].free()
             inputs = {}
     part.host.free()
+    return out
+
+
+#: How many synthesis results measure_handoff keeps coming back at once: each driver
+#: stage of the stored 2^22 grids had 1.2-1.5 results on their way back beside it.
+HANDOFF_STREAMS = 2
+
+
+def measure_handoff(
+    ex: Any, n: int, log: Callable[[str], None], repeats: int = 6
+) -> dict[str, list[tuple[float, float, float, float]]]:
+    """Each driver stage (PRESSURE_STAGES) on a fresh partition, alone and beside
+    synthesis results coming back into this process as a pipeline's do: HANDOFF_STREAMS
+    threads, each over and over a synthesis in the executor's pool, its result handed
+    off, received (mapped into the driver) and dropped.  stage -> `repeats` tuples
+    (alone, beside, the results on their way back beside it, the syntheses computing
+    beside it), the two calls back to back; the last two are mean counts over the call
+    beside, from each result's trip (its wall time less its compute, as measure_trips
+    reads it) and compute, timed in its stream.
+
+    Why: in the stored grids every driver stage ran 2-21% longer for each result on its
+    way back beside it (prestage most), and -4..+4% for each synthesis computing beside
+    it (experiments/stage_overlap.py --split-synthesis, four leases).  What slows them is
+    the result arriving in the driver's process, not the busy cores that measure_pressure
+    loads; simgpu.calibrate.fit.fit_handoff reads the pairs into the `handoff` resource."""
+    from simgpu.prover import handoff
+    from simgpu.sched.work import Partition, Proof
+
+    seeds = iter(range(3700, 10**9))
+    load_seeds = iter(range(4700, 10**9))
+    trips: list[tuple[float, float]] = []  # (start, end) of each result's way back
+    computes: list[tuple[float, float]] = []
+
+    def stream(stop: threading.Event, errors: list[BaseException]) -> None:
+        try:
+            while not stop.is_set():
+                part = Partition(Proof(next(load_seeds), 1, n), 0, n)
+                t = time.perf_counter()
+                job = ex.pool().submit(
+                    handoff.synthesize_handed_off_timed, ex.spec, ex.partition_seed(part), ex._tag
+                )
+                result, compute, _, extra = job.result()
+                synth = handoff.receive(result)
+                end = time.perf_counter()
+                del synth  # its memory goes back with its arrays, as a pipeline's does
+                trip = max(0.0, end - t - extra - compute)
+                trips.append((end - trip, end))
+                computes.append((end - trip - compute, end - trip))
+        except BaseException as e:  # noqa: BLE001 - handed to the measuring thread
+            errors.append(e)
+
+    def mean_count(spans: list[tuple[float, float]], a: float, b: float) -> float:
+        return sum(max(0.0, min(b, y) - max(a, x)) for x, y in spans) / max(1e-12, b - a)
+
+    # a stream waiting for a worker would count the wait as its result's trip
+    streams = max(1, min(HANDOFF_STREAMS, ex.settings.partition_workers))
+    _driver_chain(ex, n, next(seeds))  # warm
+    out: dict[str, list[tuple[float, float, float, float]]] = {s: [] for s in PRESSURE_STAGES}
+    for _ in range(repeats):
+        alone = _driver_chain(ex, n, next(seeds))
+        trips.clear()
+        computes.clear()
+        stop, errors = threading.Event(), []
+        threads = [threading.Thread(target=stream, args=(stop, errors), daemon=True) for _ in range(streams)]
+        for th in threads:
+            th.start()
+        while len(trips) < streams and not errors:  # every stream past its first result
+            time.sleep(0.001)
+        spans: dict[str, tuple[float, float]] = {}
+
+        def around(stage: str, run: Callable[[], Any], spans: dict[str, tuple[float, float]] = spans) -> Any:
+            t = time.perf_counter()
+            try:
+                return run()
+            finally:
+                spans[stage] = (t, time.perf_counter())
+
+        try:
+            beside = _driver_chain(ex, n, next(seeds), around) if not errors else {}
+        finally:
+            stop.set()
+            for th in threads:
+                th.join()
+        if errors:
+            raise errors[0]
+        for s in PRESSURE_STAGES:
+            a, b = spans[s]
+            out[s].append((alone[s], beside[s], mean_count(trips, a, b), mean_count(computes, a, b)))
+    for s, rows in out.items():
+        ratio = statistics.median(b / a for a, b, _, _ in rows if a > 0)
+        m = statistics.mean(r for _, _, r, _ in rows)
+        log(f"  {s}: {ratio:.3f}x beside results coming back ({m:.2f} on their way back on average)")
     return out
 
 

@@ -64,6 +64,10 @@ def contention_of(doc: dict[str, Any]) -> Contention:
         loaded_pairs={
             s: [(float(a), float(b)) for a, b in ps] for s, ps in rec.get("pressure_pairs", {}).items()
         },
+        handoff={
+            s: [(float(a), float(b), float(m), float(k)) for a, b, m, k in rows]
+            for s, rows in rec.get("handoff", {}).items()
+        },
     )
 
 

@@ -95,6 +95,7 @@ class SimRuntime(RuntimeBase):
             "gil": 1.0,
             "driver_rx": 1.0,
             "pressure": float(hw.cpu_cores),
+            "handoff": 1.0,
         }
         for d in range(config.devices):
             capacity[("gpu", d)] = 1.0

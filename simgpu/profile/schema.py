@@ -62,18 +62,20 @@ MAX_CONSTRAINTS = 1 << 32
 #: (`gil`, capacity 1: a prover driven from Python runs its stages' Python parts one at a
 #: time, whichever thread they are on), the driver's channel for results coming back
 #: from worker processes (`driver_rx`, capacity 1: one thread reads them all, in turn),
-#: and the pressure busy cores put on each other below saturation (`pressure`, capacity
+#: the pressure busy cores put on each other below saturation (`pressure`, capacity
 #: the cores: a stage's demand is the cores it keeps busy, its bound how much the others'
-#: busy cores slow it; simgpu.model.contention, "Pressure").
-HOST_RESOURCES = ("membw", "cores", "gil", "driver_rx", "pressure")
+#: busy cores slow it; simgpu.model.contention, "Pressure"), and the results coming back
+#: into the driver's process (`handoff`, capacity 1: a result on its way back draws 1, a
+#: driver stage's bound is how much each one slows it; the same law as `pressure`).
+HOST_RESOURCES = ("membw", "cores", "gil", "driver_rx", "pressure", "handoff")
 #: The host resources shared burst by burst (the fluid share's `bursty`): the others'
 #: load slows a job whether or not it adds up to the capacity.  The result channel is
 #: one: a result holds the driver's reader for its receive only (its demand and bound
 #: are that share of its trip), and meets the others' receives at random.
-BURSTY_RESOURCES = ("gil", "driver_rx", "pressure")
+BURSTY_RESOURCES = ("gil", "driver_rx", "pressure", "handoff")
 #: The resources whose bound is a sensitivity that scales a stage's whole time (the fluid
 #: share's `scaling`), not a share of it: left out of the bounds that add up to 1.
-SCALING_RESOURCES = ("pressure",)
+SCALING_RESOURCES = ("pressure", "handoff")
 DEVICE_RESOURCES = ("gpu", "h2d")
 
 # --------------------------------------------------------------------- stage specs

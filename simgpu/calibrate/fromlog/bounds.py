@@ -78,6 +78,7 @@ def sharing(prof: Profile, cores: float, devices: int = 1) -> Sharing:
         return key if isinstance(key, str) else key[0]  # ("h2d", device) -> "h2d"
 
     capacity = {"membw": hw.membw_gbps, "cores": cores, "gil": 1.0, "driver_rx": 1.0, "pressure": cores}
+    capacity |= {"handoff": 1.0}
     capacity |= {"gpu": 1.0, "h2d": hw.h2d_gbps}
     return Sharing(
         capacity,
