@@ -536,12 +536,16 @@ def sweep(
         write_heatmap(plot, result, x, y)
     if json_out:
         sys.stdout.write(write_json(result.document(), None) + "\n")
-        return
-    console = Console()
-    print_sweep(result, console)
-    for path, what in ((out, "points"), (plot, "heatmap")):
-        if path is not None:
-            console.print(f"{what}: {path}", markup=False)
+    else:
+        console = Console()
+        print_sweep(result, console)
+        for path, what in ((out, "points"), (plot, "heatmap")):
+            if path is not None:
+                console.print(f"{what}: {path}", markup=False)
+    # what it wrote and printed says why of each; a grid with nothing to predict is bad input
+    if not any(r.ok for r in results):
+        reason = next((r.error for r in results if r.error), "no point ran")
+        raise _fail(f"error: no point of the grid can be built: {reason}", 2)
 
 
 @app.command()

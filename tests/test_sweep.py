@@ -284,6 +284,24 @@ def test_progress_goes_to_stderr_and_json_stays_clean(cluster, capsys):
     assert "sweep: 2 points" in out.err
 
 
+def test_a_grid_none_of_whose_points_can_be_built_writes_them_and_exits_2(cluster, tmp_path, capsys):
+    """Every point too small for one partition: the points are still written, each with
+    its reason, and the command ends as bad input does, one line and exit 2, rather than
+    a table of nothing that reads as success."""
+    on = ["--scheduler", cluster.scheduler.address, "--no-progress", "--runs", "1"]
+    code = main(["sweep", *on, "--vram", "4G,8G", "--out", str(tmp_path / "p.json")])
+    out = capsys.readouterr()
+    assert code == 2
+    assert out.out.count("cannot be built:") == 2  # the table's reasons, one per point
+    (line,) = out.err.strip().splitlines()
+    assert line.startswith("error: no point of the grid can be built: a partition of")
+    assert "circuit too big for this profile" in line
+    points = json.loads((tmp_path / "p.json").read_text())
+    assert len(points["points"]) == 2 and all(p["status"] == "invalid" for p in points["points"])
+    code = main(["sweep", *on, "--vram", "4G,16G"])  # one point that runs: a result
+    assert code == 0, capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
