@@ -12,8 +12,8 @@
 # The session that wrote it lost 6 of its 30 minutes to machines that did not start, so
 # call 2 comes before call 3 in what it settles.
 # Since the thirtieth lease calibrate also times the driver's stages beside results
-# coming back (measure_handoff, docs/validation.md "Results coming back slow the
-# driver"): read the grid against the calibration's `handoff` sensitivities.
+# coming back (measure_handoff, docs/validation.md "Results coming back and the
+# driver's stages"): read the grid against the calibration's `handoff` sensitivities.
 # Every run starts with the pools' caches given back (gpu_validation._fresh_pools).  A call
 # that finds a fresh machine (no profile) calibrates first and says so.  Carry .whl,
 # out/cubins.txz and, on call 1 only, nothing else: a carried profile would replace the

@@ -548,9 +548,12 @@ def measure_handoff(
 
     Why: in the stored grids every driver stage ran 2-21% longer for each result on its
     way back beside it (prestage most), and -4..+4% for each synthesis computing beside
-    it (experiments/stage_overlap.py --split-synthesis, four leases).  What slows them is
-    the result arriving in the driver's process, not the busy cores that measure_pressure
-    loads; simgpu.calibrate.fit.fit_handoff reads the pairs into the `handoff` resource."""
+    it (experiments/stage_overlap.py --split-synthesis, four leases), where the pressure
+    load of measure_pressure computes and brings nothing back.  This times the first
+    alone; simgpu.calibrate.fit.fit_handoff reads the pairs into the `handoff` resource.
+    On the thirty-first lease (an H100) it read 0 for every stage, where that lease's
+    spans gave +3..+18%: the spans' correlation, not the result's own doing
+    (docs/validation-log.md)."""
     from simgpu.prover import handoff
     from simgpu.sched.work import Partition, Proof
 

@@ -66,12 +66,13 @@ the fractions' budget.  ``simgpu calibrate`` fits each bound from the stage time
 and beside a load of syntheses.
 
 **Results coming back** follow the same law on a resource of their own, ``handoff``
-(capacity 1): like a shop whose staff stop to sign for every delivery, the driver's
-threads slow while a synthesis result is mapped into their process and let go again
-(page tables, the copies' memory traffic, the interpreter lock around them), however
-few cores are busy.  A result on its way back draws 1; a driver stage's bound is how
-much longer each one beside it makes the stage (``simgpu calibrate``: the stage timed
-alone and beside results coming back).
+(capacity 1): like a shop whose staff may stop to sign for every delivery, the driver's
+threads can slow while a synthesis result is mapped into their process and let go
+again (page tables, the copies' memory traffic, the interpreter lock around them),
+however few cores are busy.  A result on its way back draws 1; a driver stage's bound
+is how much longer each one beside it makes the stage, as ``simgpu calibrate`` times
+it (the stage alone and beside results coming back; 0 where it finds no such slowing,
+as on the one lease that has measured it).
 
 Speeds change only when a job starts or ends; between those instants every job's
 remaining work shrinks linearly, so the next completion is known exactly and one
