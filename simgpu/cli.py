@@ -912,6 +912,14 @@ def calibrate(
     contention_size: Annotated[
         str | None, typer.Option(help="size for the contention runs (default: mid-ladder)")
     ] = None,
+    pairing_sizes: Annotated[
+        str | None,
+        typer.Option(
+            help="more ladder sizes at which each stage is timed beside the others' work (busy "
+            "cores, the device's pairings, results coming back), so that its shares follow the "
+            "size, e.g. 2^20 (default: the contention size only)"
+        ),
+    ] = None,
     b_g2_threads: BG2Opt = None,
     b_g2_on: B2gOnOpt = "cpu",
     msm_capacity: MsmCapacityOpt = "witness",
@@ -980,6 +988,9 @@ def calibrate(
     ).check(max(ladder))
     console = Console()
     cn = None if contention_size is None else parse_count(contention_size, "--contention-size", 16)
+    stage_sizes = [] if pairing_sizes is None else size_ladder(pairing_sizes, "--pairing-sizes")
+    if off := [n for n in stage_sizes if n not in ladder]:
+        raise UserError(f"--pairing-sizes {off[0]:,}: not on the ladder (--sizes); its stages were not timed")
     t0 = time.perf_counter()
     doc, errors = run_calibration(
         out,
@@ -990,6 +1001,7 @@ def calibrate(
         partitions=partitions,
         log=lambda m: console.print(m, markup=False),
         device_law=device_law,
+        stage_sizes=stage_sizes,
     )
     console.print(f"wrote {out} in {time.perf_counter() - t0:.0f} s; worst relative fit error per law:")
     for key, err in sorted(errors.items(), key=lambda kv: -kv[1])[:12]:

@@ -91,15 +91,15 @@ def parse_count(text: str | int, what: str, minimum: int = 0) -> int:
     return n
 
 
-def size_ladder(text: str) -> list[int]:
+def size_ladder(text: str, flag: str = "--sizes") -> list[int]:
     """'2^14..2^22' (every other power of two), '2^14..2^22:1' (every power), or a list
-    '2^14,2^16,100000'."""
+    '2^14,2^16,100000'; `flag` names the option in an error."""
     if ".." in text:
         lo_s, _, rest = text.partition("..")
         hi_s, _, step_s = rest.partition(":")
-        lo, hi = parse_count(lo_s, "--sizes", 16), parse_count(hi_s, "--sizes", 16)
-        step = int(step_s) if step_s else 2
+        lo, hi = parse_count(lo_s, flag, 16), parse_count(hi_s, flag, 16)
+        step = int(step_s) if step_s.isdigit() else 0 if step_s else 2
         if lo & (lo - 1) or hi & (hi - 1) or hi < lo or step < 1:
-            raise UserError(f"--sizes {text!r}: give powers of two, low..high[:step]")
+            raise UserError(f"{flag} {text!r}: give powers of two, low..high[:step]")
         return [1 << e for e in range(lo.bit_length() - 1, hi.bit_length(), step)]
-    return sorted({parse_count(x, "--sizes", 16) for x in text.split(",")})
+    return sorted({parse_count(x, flag, 16) for x in text.split(",")})

@@ -23,7 +23,7 @@ from simgpu.calibrate.fit import (
     time_law,
     time_laws,
 )
-from simgpu.calibrate.measure import EPILOGUE_SAMPLES, Contention
+from simgpu.calibrate.measure import EPILOGUE_SAMPLES, TRIP, Contention
 from simgpu.calibrate.refit import refit_profile
 from simgpu.cli import app, main
 from simgpu.errors import UserError
@@ -172,6 +172,8 @@ def test_calibrate_the_cpu_backend(tmp_path):
             str(tmp_path / "keys"),
             "--device-law",
             "in-order",
+            "--pairing-sizes",
+            "2^6",
         ],
     )
     assert r.exit_code == 0, r.output
@@ -285,9 +287,48 @@ def test_calibrate_the_cpu_backend(tmp_path):
     # were not timed: the device keeps the proportional law
     assert "contention" not in doc
     assert all(alone > 0 and beside > 0 for alone, beside in queue.values())
-    kernels_gpu = doc["stages"]["kernels"]["uses"]["gpu"]
-    assert kernels_gpu["demand"] == 1.0 and 0.0 <= kernels_gpu["bound"] <= 1.0
-    assert 0.0 <= doc["stages"]["prestage"]["uses"]["h2d"]["bound"] <= 1.0
+    for n in (64, 256):
+        kernels_gpu = dict(prof.resolve(n).stages["kernels"].phases[0].uses)["gpu"]
+        assert kernels_gpu.demand == 1.0 and 0.0 <= kernels_gpu.bound <= 1.0
+        assert 0.0 <= dict(prof.resolve(n).stages["prestage"].phases[0].uses)["h2d"].bound <= 1.0
+    # what each stage meets was read at 2^6 too (--pairing-sizes): each use is the fit of
+    # its own size's readings there, and a law between and beyond them
+    from dataclasses import replace
+
+    from simgpu.calibrate.build import stage_uses
+    from simgpu.calibrate.refit import contentions_of, refit_uses
+    from simgpu.profile.tomlwrite import dumps
+
+    first, at64 = contentions_of(doc)
+    assert (first.n, at64.n) == (256, 64) and at64.loaded_pairs and at64.device_queue and at64.handoff
+    assert not at64.synthesis  # the host's k-at-once syntheses: read at the first size only
+    # fitted again from what the profile stores (to 1 us), so that the fits compare exactly
+    again = tomllib.loads(out.read_text())
+    refit_uses(again)
+    (tmp_path / "again.toml").write_text(dumps(again, "refitted"))
+    refit = load_profile(tmp_path / "again.toml")
+    law, h2d = doc["calibration"]["device_law"], doc["hardware"]["h2d_gbps"]
+    differ = []
+    for c in (first, at64):
+        c = replace(c, synthesis=first.synthesis, gil=first.gil, membw_gbps=first.membw_gbps)
+        for stage, uses in stage_uses(c, h2d, "cpu", 4, device_law=law).items():
+            name, i = ("synthesis", 1) if stage == TRIP else (stage, 0)
+            got = dict(refit.resolve(c.n).stages[name].phases[i].uses)
+            wrote = dict(prof.resolve(c.n).stages[name].phases[i].uses)
+            for res, u in uses.items():
+                assert (got[res].demand, got[res].bound) == pytest.approx((u["demand"], u["bound"])), (
+                    stage,
+                    res,
+                )
+                # calibrate's own fit, from the readings before they were stored
+                assert wrote[res].bound == pytest.approx(u["bound"], abs=0.02), (stage, res)
+                if isinstance(again["stages"][name].get("uses", {}).get(res, {}).get("bound"), dict):
+                    differ.append((name, res))
+    assert differ  # some use read differently at the two sizes (a timing never repeats exactly)
+    stage, res = differ[0]
+    at = {n: dict(refit.resolve(n).stages[stage].phases[0].uses)[res].bound for n in (64, 128, 256, 1 << 20)}
+    assert at[128] == pytest.approx(at[64] + (at[256] - at[64]) / 3)  # linear in n between
+    assert at[1 << 20] == pytest.approx(at[256])  # held beyond the last size read
     r = CliRunner().invoke(app, ["predict", "--profile", str(out), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["proofs"]["failed"] == 0
@@ -620,7 +661,7 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     and beside the pressure load, and the device queue; what the profile keeps of it
     (contention_record) reads back as the same Contention."""
     from simgpu.calibrate.build import contention_record
-    from simgpu.calibrate.measure import PRESSURE_STAGES, TRIP, measure_contention
+    from simgpu.calibrate.measure import PRESSURE_STAGES, measure_contention
     from simgpu.calibrate.refit import contention_of
     from simgpu.real.executor import ProverSettings
 

@@ -57,6 +57,7 @@ SIZE_OPTIONS = {
     "memory_budget",
     "sizes",
     "contention_size",
+    "pairing_sizes",
     "host_ram",
     "max_host_ram",
 }

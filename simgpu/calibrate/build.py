@@ -14,6 +14,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from simgpu.calibrate.measure import (
     measure_contention,
     measure_h2d,
     measure_size,
+    measure_stage_contention,
     serialized_share,
 )
 from simgpu.errors import OutOfMemory, UserError
@@ -70,9 +72,12 @@ def build_profile(
     partitions: int,
     missing: list[str],
     device_law: str = "proportional",
+    more: list[Contention] | None = None,
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """The profile document and the fit error of each law; `device_law`: the law the
-    device's uses are fitted for (simgpu.calibrate.fit.device_law)."""
+    device's uses are fitted for (simgpu.calibrate.fit.device_law); `more`: the stages'
+    contention read at other sizes (measure.measure_stage_contention)."""
+    more = more or []
     from simgpu.prover.memory_plan import ProverShape, footprint_tables, prover_plan
 
     ns = [r.constraints for r in runs]
@@ -128,8 +133,12 @@ def build_profile(
     errors["vram_resident"] = resident.max_rel_error
     hw = _hardware_facts(runs, contention.membw_gbps if contention else None, h2d)
     hw["vram_resident"] = resident.law_table()
-    uses = stage_uses(
-        contention, float(hw["h2d_gbps"]), settings.b_g2_on, settings.b_g2_threads, device_law=device_law
+    uses = stage_uses_over(
+        [contention, *more] if contention else [],
+        float(hw["h2d_gbps"]),
+        settings.b_g2_on,
+        settings.b_g2_threads,
+        device_law=device_law,
     )
 
     def cv(key: str) -> float:
@@ -211,6 +220,8 @@ def build_profile(
             },
             "measurements": measurements,
             **({"contention": contention_record(contention)} if contention else {}),
+            # what the stages met at the other sizes read (contention_at_record)
+            **({"contention_at": {f"n{c.n}": contention_at_record(c) for c in more}} if more else {}),
             **(
                 {
                     "device_queue": {
@@ -370,6 +381,70 @@ def with_share(uses: dict[str, Inline], extra: dict[str, Inline]) -> dict[str, I
     return {r: u if r in SCALING_RESOURCES else scaled(u) for r, u in uses.items()} | extra
 
 
+def stage_uses_over(
+    contentions: list[Contention],
+    h2d_gbps: float,
+    b_g2_on: str,
+    b_g2_threads: int,
+    gil: bool = False,
+    device_law: str = "proportional",
+) -> dict[str, dict[str, Inline]]:
+    """stage_uses at every size calibrate read what the stages meet (the first: the
+    full contention runs; the others measure.measure_stage_contention's), as one law a
+    use: a plain number where every size read the same, else the sizes' readings as
+    points, held flat beyond the first and the last (a share or a sensitivity read at
+    2^22 says nothing of its trend at 2^26).  The host's readings, the k-at-once
+    syntheses and the interpreter lock, are the first size's at every size."""
+    if len(contentions) <= 1:
+        return stage_uses(
+            contentions[0] if contentions else None, h2d_gbps, b_g2_on, b_g2_threads, gil, device_law
+        )
+    first = contentions[0]
+    per = {
+        c.n: stage_uses(
+            replace(c, synthesis=first.synthesis, gil=first.gil, membw_gbps=first.membw_gbps),
+            h2d_gbps,
+            b_g2_on,
+            b_g2_threads,
+            gil,
+            device_law,
+        )
+        for c in sorted(contentions, key=lambda c: c.n)
+    }
+    out: dict[str, dict[str, Inline]] = {}
+    for stage in {st for uses in per.values() for st in uses}:
+        resources = [r for uses in per.values() for r in uses.get(stage, {})]
+        out[stage] = {r: _use_over(stage, r, per) for r in dict.fromkeys(resources)}  # in the order met
+    return out
+
+
+def _use_over(stage: str, res: str, per: Mapping[int, Mapping[str, Mapping[str, Inline]]]) -> Inline:
+    """One use's readings at every size as one law (stage_uses_over): a size that did
+    not read it (no pair timed there) takes its demand from the sizes that did, bound 0."""
+    got = {n: uses[stage][res] for n, uses in per.items() if res in uses.get(stage, {})}
+    demand = next(iter(got.values()))["demand"]
+    rows = [
+        (n, float(got[n]["demand"]) if n in got else demand, float(got[n]["bound"]) if n in got else 0.0)
+        for n in per
+    ]
+    return Inline(
+        demand=_over([(n, d) for n, d, _ in rows]),
+        bound=_over([(n, b) for n, _, b in rows]),
+    )
+
+
+#: Where a law read at a few sizes is held flat: below the first and beyond the last.
+_FLAT_BELOW, _FLAT_BEYOND = 1, 1 << 32
+
+
+def _over(points: list[tuple[int, float]]) -> float | Inline:
+    values = {round(v, 6) for _, v in points}
+    if len(values) == 1:
+        return points[0][1]
+    pts = [[_FLAT_BELOW, points[0][1]], *[[n, v] for n, v in points], [_FLAT_BEYOND, points[-1][1]]]
+    return Inline(points=pts)
+
+
 def contention_record(c: Contention) -> dict[str, Any]:
     """What the profile keeps of the contention runs besides the pairs it stores apart
     (device_queue, pressure), so that refit_uses can fit the uses again."""
@@ -398,6 +473,22 @@ def contention_record(c: Contention) -> dict[str, Any]:
             else {}
         ),
     }
+
+
+def contention_at_record(c: Contention) -> dict[str, Any]:
+    """What the profile keeps of one more size's readings (measure_stage_contention), in
+    the shape of the first size's record and its [calibration] device_queue and
+    pressure tables together, for refit_uses."""
+    rec = contention_record(c)
+    del rec["synthesis_at_once"]  # the host's, read at the first size only
+    rec["device_queue"] = {
+        k.replace(" ", "_"): [round(a, 6), round(b, 6)] for k, (a, b) in c.device_queue.items()
+    }
+    rec["pressure"] = {
+        "syntheses_beside": c.pressure_load,
+        **{s: [round(a, 6), round(b, 6)] for s, (a, b) in c.loaded.items()},
+    }
+    return rec
 
 
 def trips_share(alone: float, together: float, k: int) -> float:
@@ -486,12 +577,16 @@ def calibrate(
     name: str | None = None,
     log: Callable[[str], None] = print,
     device_law: str = DEFAULT_DEVICE_LAW,
+    stage_sizes: list[int] | None = None,
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """Measure, fit, write `out`.  Returns (profile document, fit errors).
-    `device_law`: the law the device's uses are fitted for (fit.device_law)."""
+    `device_law`: the law the device's uses are fitted for (fit.device_law).
+    `stage_sizes`: more sizes at which to read what each stage meets beside others
+    (measure_stage_contention): its uses then follow the size (stage_uses_over)."""
     runs: list[SizeRun] = []
     missing: list[str] = []
     contention = None
+    more: list[Contention] = []
     h2d = None
     try:
         if settings.backend == "cupy":
@@ -514,18 +609,36 @@ def calibrate(
             ks = sorted({1, 2, max(1, cores // 2), cores, 2 * cores})
             log(f"contention at n = {cn:,}: k = {ks}")
             contention = measure_contention(cn, settings, ks, log)
+            for m in sorted(set(stage_sizes or []) - {cn}):
+                log(f"what the stages meet at n = {m:,}")
+                more.append(
+                    measure_stage_contention(m, settings, contention.cores, contention.membw_gbps, log)
+                )
     except KeyboardInterrupt:
         done = {r.constraints for r in runs}
         missing += [f"n={n}: not measured (interrupted)" for n in sizes if n not in done]
         if contention is None:
             missing.append("contention: not measured (interrupted)")
+        missing += [
+            f"contention at n={m}: not measured (interrupted)"
+            for m in sorted(set(stage_sizes or []) - {c.n for c in more})
+            if contention is None or m != contention.n
+        ]
         log("interrupted: writing what was measured")
     if not runs:
         raise UserError("calibration measured nothing: no profile written")
     if contention is None and "contention: not measured (interrupted)" not in missing:
         missing.append("contention: not measured")
     doc, errors = build_profile(
-        name or out.stem, runs, contention, settings, h2d, partitions, missing, device_law=device_law
+        name or out.stem,
+        runs,
+        contention,
+        settings,
+        h2d,
+        partitions,
+        missing,
+        device_law=device_law,
+        more=more,
     )
     if device_law != device_law_of(contention, device_law):
         log(

@@ -404,6 +404,33 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
     return Contention(n, cores, membw, times, loaded, queue, k, gil, loaded_pairs=pairs, handoff=handoff)
 
 
+def measure_stage_contention(
+    n: int, settings: Any, cores: int, membw_gbps: float, log: Callable[[str], None]
+) -> Contention:
+    """At one more size, what each stage meets beside others, as measure_contention
+    times it at its own: the driver's stages beside the pressure load, the device's
+    pairings and results coming back (not the k-at-once syntheses, the host's bandwidth
+    or the interpreter lock, which are the host's and read once).  A stage's share of
+    the device and its sensitivity to busy cores change with its size: a launch loop of
+    13 ms at 2^20 is more of its own host work than one of 58 ms at 2^22 (the thirtieth
+    lease's b_g2_msm at 2^20, read with 2^22's shares, 20-34% fast), and one pairing read
+    at one size sets the share at every size (docs/validation-log.md, the thirty-first
+    lease).  simgpu.calibrate.build.stage_uses_over turns the sizes' readings into laws."""
+    from simgpu.real.executor import ProverExecutor
+
+    k = max(1, cores // 2)
+    with pool_of(k, _synth_task, (settings.circuit, n, 0)) as pool:
+        ex = ProverExecutor(settings.spec(n), settings)
+        try:
+            pairs = measure_pressure(ex, pool, settings.circuit, n, k, log)
+            queue = measure_device_queue(ex, n, log)
+            handoff = measure_handoff(ex, n, log)
+        finally:
+            ex.close()
+    loaded = {s: (min(a for a, _ in ps), min(b for _, b in ps)) for s, ps in pairs.items()}
+    return Contention(n, cores, membw_gbps, {}, loaded, queue, k, loaded_pairs=pairs, handoff=handoff)
+
+
 #: Rounds of k syntheses at once that measure_contention averages, per k.
 SYNTHESIS_ROUNDS = 2
 

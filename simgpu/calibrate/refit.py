@@ -40,6 +40,23 @@ def refit_times(doc: dict[str, Any], max_size: int | None = None) -> dict[str, f
     return errors
 
 
+def contentions_of(doc: dict[str, Any]) -> list[Contention]:
+    """Every size's contention readings a calibrated profile stores: the first size's
+    (contention_of), then each of [calibration.contention_at] (build.contention_at_record)."""
+    first = contention_of(doc)
+    out = [first]
+    for rec in doc["calibration"].get("contention_at", {}).values():
+        at = {
+            "calibration": {
+                "contention": rec | {"synthesis_at_once": {}},
+                "pressure": rec.get("pressure", {}),
+                "device_queue": rec.get("device_queue", {}),
+            }
+        }
+        out.append(contention_of(at))
+    return out
+
+
 def contention_of(doc: dict[str, Any]) -> Contention:
     """The contention runs a calibrated profile stores ([calibration.contention],
     .device_queue, .pressure), as calibrate measured them."""
@@ -77,7 +94,7 @@ def refit_uses(doc: dict[str, Any], gil: bool = False, device_law: str | None = 
     calibrated before a change of the fits would have said with the fits of now.
     `gil`: with the interpreter lock's uses too, from the runs calibrate recorded.
     `device_law`: the law to fit the device for (None: the one the profile has)."""
-    from simgpu.calibrate.build import device_law_of, set_device_law, stage_uses
+    from simgpu.calibrate.build import device_law_of, set_device_law, stage_uses_over
 
     cal = doc["calibration"]
     h2d = float(doc["hardware"]["h2d_gbps"])
@@ -89,7 +106,9 @@ def refit_uses(doc: dict[str, Any], gil: bool = False, device_law: str | None = 
         or cal.get("device_law")
         or doc.get("contention", {}).get("gpu", {}).get("law", "proportional")
     )
-    uses = stage_uses(c, h2d, cal["b_g2_on"], int(cal["b_g2_threads"]), gil=gil, device_law=law)
+    uses = stage_uses_over(
+        contentions_of(doc), h2d, cal["b_g2_on"], int(cal["b_g2_threads"]), gil=gil, device_law=law
+    )
     for stage, u in uses.items():
         if stage in doc["stages"]:
             doc["stages"][stage]["uses"] = {r: dict(v) for r, v in u.items()}
