@@ -11,11 +11,14 @@ finishes (deadlock or livelock), 130 interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -54,6 +57,25 @@ app = typer.Typer(
 def _fail(message: str, code: int) -> typer.Exit:
     Console(stderr=True, highlight=False, soft_wrap=True).print(message, markup=False)
     return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _term_as_interrupt() -> Iterator[None]:
+    """SIGTERM read as Ctrl-C while the block runs (in the main thread only, where Python
+    delivers signals): a long measurement stopped by a job scheduler or `timeout` then
+    keeps what it measured, where the default would end the process at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -992,17 +1014,18 @@ def calibrate(
     if off := [n for n in stage_sizes if n not in ladder]:
         raise UserError(f"--pairing-sizes {off[0]:,}: not on the ladder (--sizes); its stages were not timed")
     t0 = time.perf_counter()
-    doc, errors = run_calibration(
-        out,
-        ladder,
-        settings,
-        repeats=repeats,
-        contention_size=cn,
-        partitions=partitions,
-        log=lambda m: console.print(m, markup=False),
-        device_law=device_law,
-        stage_sizes=stage_sizes,
-    )
+    with _term_as_interrupt():  # a scheduler's or `timeout`'s stop writes what was measured, as Ctrl-C does
+        doc, errors = run_calibration(
+            out,
+            ladder,
+            settings,
+            repeats=repeats,
+            contention_size=cn,
+            partitions=partitions,
+            log=lambda m: console.print(m, markup=False),
+            device_law=device_law,
+            stage_sizes=stage_sizes,
+        )
     console.print(f"wrote {out} in {time.perf_counter() - t0:.0f} s; worst relative fit error per law:")
     for key, err in sorted(errors.items(), key=lambda kv: -kv[1])[:12]:
         console.print(f"  {key:28s} {100 * err:6.1f} %")

@@ -932,3 +932,36 @@ def test_the_kernels_phases_are_fitted_as_a_run_takes_them_without_the_clocks_sy
     assert sync_gap(old, alone_unsynced=0.060, at=1 << 20) == 0.0  # noise: no gain from the syncs
     assert sync_gap(old, alone_unsynced=None, at=1 << 20) is None
     assert unsynced_scale(old) == [1.0, 1.0]  # nothing unsynced measured: as measured
+
+
+def test_a_calibration_stopped_by_sigterm_writes_what_it_measured(tmp_path) -> None:
+    """`timeout`, or a job scheduler, stops a process with SIGTERM: calibrate takes it as
+    Ctrl-C, so the sizes measured by then are fitted and written, the rest named as
+    missing, instead of an hour of a GPU's time lost with nothing on disk."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "cut.toml"
+    args = ["calibrate", "--out", str(out), "--backend", "cpu", "--sizes", "2^6..2^14", "--repeats", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simgpu.cli", *args, "--keys-dir", str(tmp_path / "keys")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:  # the second size begun: the first is measured
+        lines.append(line)
+        if line.startswith("[2/"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest, _ = proc.communicate(timeout=120)
+    log = "".join(lines) + rest
+    assert proc.returncode == 0, log
+    assert "interrupted: writing what was measured" in log
+    doc = tomllib.loads(out.read_text())
+    assert doc["calibration"]["sizes"][0] == 64
+    assert "n=16384: not measured (interrupted)" in doc["calibration"]["missing"]
+    assert load_profile(out).resolve(64).stages["kernels"].seconds > 0

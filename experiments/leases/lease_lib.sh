@@ -44,7 +44,9 @@ lease_calibrate() {  # lease_calibrate LIMIT [ARGS...]: calibrate as h200-cupy w
   # (its contention runs at CONTENTION, 2^20 unless set)
   local limit=$1; shift
   time_left "$limit" calibrate || return 1
-  timeout "$limit" python3 -m simgpu.cli calibrate --out "$PROFILE" --sizes 2^18..2^22 --repeats 6 --b-g2-on gpu \
+  # a calibrate stopped by the timeout's SIGTERM writes what it measured (as Ctrl-C);
+  # -k: the fits then have a minute
+  timeout -k 60 "$limit" python3 -m simgpu.cli calibrate --out "$PROFILE" --sizes 2^18..2^22 --repeats 6 --b-g2-on gpu \
     --b-g2-threads 8 --circuit porep --contention-size "${CONTENTION:-2^20}" "$@" > "$LOGS/calibrate.log" 2>&1
   echo "calibrate rc=$? at $SECONDS s"; grep -E "at once|beside|trip|wrote" "$LOGS/calibrate.log"; cp "$PROFILE" "$LOGS/"
 }
