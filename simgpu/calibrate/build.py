@@ -609,7 +609,11 @@ def calibrate(
             ks = sorted({1, 2, max(1, cores // 2), cores, 2 * cores})
             log(f"contention at n = {cn:,}: k = {ks}")
             contention = measure_contention(cn, settings, ks, log)
+            measured = {r.constraints for r in runs}
             for m in sorted(set(stage_sizes or []) - {cn}):
+                if m not in measured:  # its stages ran out of memory or were never timed
+                    missing.append(f"contention at n={m}: not measured (its stages were not)")
+                    continue
                 log(f"what the stages meet at n = {m:,}")
                 more.append(
                     measure_stage_contention(m, settings, contention.cores, contention.membw_gbps, log)
@@ -622,7 +626,7 @@ def calibrate(
         missing += [
             f"contention at n={m}: not measured (interrupted)"
             for m in sorted(set(stage_sizes or []) - {c.n for c in more})
-            if contention is None or m != contention.n
+            if (contention is None or m != contention.n) and not any(f"n={m}:" in x for x in missing)
         ]
         log("interrupted: writing what was measured")
     if not runs:
