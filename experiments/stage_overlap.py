@@ -14,7 +14,10 @@ squares with no intercept:
 c_s reads as "a whole span beside one s adds c_s of the stage's time".  It is a
 correlation over the runs' own mix, not an experiment: stages that run together in
 every design (b_g2_msm and the next worker's kernels) share their credit.  Use it to
-choose what calibrate should time a stage beside, not as a profile's parameter.
+choose what calibrate should time a stage beside, not as a profile's parameter: on
+four leases it credited each synthesis result on its way back with 2-21% of a driver
+stage's time, and calibrate, timing the stages beside results coming back and nothing
+else, read 0 (docs/validation-log.md, the thirty-first lease).
 
     python experiments/stage_overlap.py --profile P.toml --stage prep --size 2^22 RUNS.json...
 
