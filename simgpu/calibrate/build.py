@@ -412,9 +412,10 @@ def stage_uses_over(
         for c in sorted(contentions, key=lambda c: c.n)
     }
     out: dict[str, dict[str, Inline]] = {}
-    for stage in {st for uses in per.values() for st in uses}:
-        resources = [r for uses in per.values() for r in uses.get(stage, {})]
-        out[stage] = {r: _use_over(stage, r, per) for r in dict.fromkeys(resources)}  # in the order met
+    # stages and resources in the order met, so that a profile is written the same every time
+    for stage in dict.fromkeys(st for uses in per.values() for st in uses):
+        resources = dict.fromkeys(r for uses in per.values() for r in uses.get(stage, {}))
+        out[stage] = {r: _use_over(stage, r, per) for r in resources}
     return out
 
 
