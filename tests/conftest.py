@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import os
 import sys
 import tomllib
 from pathlib import Path
@@ -11,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from simgpu.config import PipelineConfig, Workload
 from simgpu.events import RunResult
@@ -24,6 +26,15 @@ from simgpu.sched.registry import resolve_design
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parent.parent
+
+# The property tests draw the same examples on every run (derived from each test's own
+# source), so that a red CI is the change's and can be replayed, not the draw's: one
+# design invariant once failed on a case a random draw met for the first time.  To
+# search afresh, `SIMGPU_HYPOTHESIS=explore python3 -m pytest`; what it finds, pin
+# with @example.
+settings.register_profile("replayable", derandomize=True, database=None)
+settings.register_profile("explore")
+settings.load_profile(os.environ.get("SIMGPU_HYPOTHESIS", "replayable"))
 
 
 def load_experiment(name: str) -> ModuleType:
