@@ -627,7 +627,7 @@ def calibrate(
         missing += [
             f"contention at n={m}: not measured (interrupted)"
             for m in sorted(set(stage_sizes or []) - {c.n for c in more})
-            if (contention is None or m != contention.n) and not any(f"n={m}:" in x for x in missing)
+            if (contention is None or m != contention.n) and f"contention at n={m}:" not in " ".join(missing)
         ]
         log("interrupted: writing what was measured")
     if not runs:
