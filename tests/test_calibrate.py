@@ -265,7 +265,8 @@ def test_calibrate_the_cpu_backend(tmp_path):
     (f,) = unsynced_scale([m])
     phases = prof.resolve(256).stages["kernels"].phases
     measured = sum(m[f"kernels_{ph.name}"][0] for ph in phases)
-    assert sum(ph.seconds for ph in phases) == pytest.approx(f * measured, rel=0.05)
+    pooled = doc["calibration"]["alone_pooled"]["n256"]["kernels"]  # (below)
+    assert sum(ph.seconds for ph in phases) == pytest.approx(f * measured * pooled, rel=0.05)
     # how the device shares its work, measured and fitted into the gpu resource's uses
     queue = doc["calibration"]["device_queue"]
     assert set(queue) == {
@@ -302,6 +303,31 @@ def test_calibrate_the_cpu_backend(tmp_path):
     first, at64 = contentions_of(doc)
     assert (first.n, at64.n) == (256, 64) and at64.loaded_pairs and at64.device_queue and at64.handoff
     assert not at64.synthesis  # the host's k-at-once syntheses: read at the first size only
+    # a driver stage's time alone, at a size whose contention runs read it alone again,
+    # is the median of every such reading, the ladder's and theirs (fit.pooled_alone)
+    from simgpu.calibrate.fit import alone_readings
+
+    for c in (first, at64):
+        row = doc["calibration"]["measurements"][f"n{c.n}"]
+        more = alone_readings(c)["prep"]
+        assert len(more) >= len(c.loaded_pairs["prep"]) + len(c.handoff["prep"])
+        want = statistics.median([*row["prep"], *more]) / statistics.median(row["prep"])
+        # calibrate pooled the readings as taken, the record keeps them to 1 us: at 2^6
+        # a call takes tens of microseconds, so the rounding shows
+        slack = 4e-6 / min([*row["prep"], *more])
+        assert doc["calibration"]["alone_pooled"][f"n{c.n}"]["prep"] == pytest.approx(want, rel=slack)
+        # two sizes, a two-term law: the fit passes through each size's pooled mean
+        got = prof.resolve(c.n).stages["prep"].phases[0].seconds
+        assert got == pytest.approx(statistics.mean(row["prep"]) * want, rel=slack)
+    # and a refit reads the stored measurements as calibrate read them
+    refit_profile(out, tmp_path / "refit.toml")
+    refitted = tomllib.loads((tmp_path / "refit.toml").read_text())["calibration"]["alone_pooled"]
+    for c in (first, at64):
+        row = doc["calibration"]["measurements"][f"n{c.n}"]
+        for stage, more in alone_readings(c).items():
+            slack = 4e-6 / min([*(row.get(f"{stage}_unsynced") or row[stage]), *more])
+            f = doc["calibration"]["alone_pooled"][f"n{c.n}"][stage]
+            assert refitted[f"n{c.n}"][stage] == pytest.approx(f, rel=slack), (c.n, stage)
     # fitted again from what the profile stores (to 1 us), so that the fits compare exactly
     again = tomllib.loads(out.read_text())
     refit_uses(again)
@@ -902,6 +928,51 @@ def test_the_shipped_h200_profile_is_its_lease_calibration_as_calibrate_wrote_it
     at = sizes["n262144"]
     assert total == pytest.approx(statistics.median(at["kernels_unsynced"]), rel=0.03)
     assert total < 0.95 * statistics.median(at["kernels"])
+
+
+def test_a_stage_alone_is_read_over_every_reading_calibrate_took_of_it() -> None:
+    """simgpu.calibrate.fit.pooled_alone: the ladder read prep in one stretch of a host
+    that then slowed; the pressure pairs, results coming back and the interpreter-lock
+    run read it alone four, two and one time more, minutes later.  The fit takes the
+    median of all thirteen readings, not the ladder's moment."""
+    from simgpu.calibrate.fit import alone_readings, pooled_alone
+
+    c = Contention(
+        n=1 << 20,
+        cores=16,
+        membw_gbps=100.0,
+        synthesis={},
+        loaded={},
+        loaded_pairs={"prep": [(0.2, 0.3)] * 4, "kernels": [(0.06, 0.07)] * 4, TRIP: [(9.0, 9.0)] * 4},
+        handoff={"prep": [(0.2, 0.25, 1.0, 0.0)] * 2},
+        gil={"prep": (0.2, 0.4, 0.0), "epilogue": (0.03, 0.06, 0.0)},
+    )
+    readings = alone_readings(c)
+    assert readings == {"prep": [0.2] * 7, "kernels": [0.06] * 4, "epilogue": [0.03]}  # no trip
+    at = {
+        "constraints": 1 << 20,
+        "prep": [0.1] * 6,
+        "kernels": [0.055] * 3,  # with the phase clock's syncs
+        "kernels_unsynced": [0.05] * 3,  # as a run (and the pairs) take it
+        "kernels_ntt": [0.01] * 3,
+        "epilogue": [0.02],
+        "epilogue_ref": [0.001],
+        "prestage": [0.007] * 3,  # no other reading: as measured
+    }
+    below = {"constraints": 1 << 18, "prep": [0.03] * 6}
+    rows, factors = pooled_alone([below, at], {1 << 20: readings})
+    assert rows[0] == below  # a size no contention run read: as measured
+    assert factors == {1 << 20: {"prep": 2.0, "kernels": 1.2, "epilogue": 1.25}}
+    pooled = rows[1]
+    assert pooled["prep"] == pytest.approx([0.2] * 6)  # median of 6 x 0.1 and 7 x 0.2
+    # the kernels compared unsynced (the pairs run the stage as the pipeline does), and
+    # their phases and synced timing scale with them: the clock's share stays
+    assert pooled["kernels_unsynced"] == pytest.approx([0.06] * 3)
+    assert pooled["kernels"] == pytest.approx([0.066] * 3)
+    assert pooled["kernels_ntt"] == pytest.approx([0.012] * 3)
+    assert pooled["epilogue"] == pytest.approx([0.025]) and pooled["epilogue_ref"] == [0.001]
+    assert pooled["prestage"] == [0.007] * 3
+    assert at["prep"] == [0.1] * 6  # the stored measurements are not changed
 
 
 def test_the_kernels_phases_are_fitted_as_a_run_takes_them_without_the_clocks_syncs() -> None:

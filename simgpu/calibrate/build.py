@@ -25,6 +25,7 @@ from simgpu.calibrate.fit import (
     DEFAULT_DEVICE_LAW,
     LAW_PAIRS,
     SIZE_LAWS,
+    alone_readings,
     buffer_law,
     device_law,
     fit_device_queue,
@@ -33,6 +34,7 @@ from simgpu.calibrate.fit import (
     fit_pressure,
     fit_synthesis_contention,
     phase_means,
+    pooled_alone,
     sync_gap,
     time_law,
     time_laws,
@@ -107,6 +109,8 @@ def build_profile(
     rows = list(measurements.values())
     queue = contention.device_queue if contention else {}
     gap = sync_gap(rows, (queue.get("kernels beside kernel_load") or (None,))[0], contention and contention.n)
+    read = [contention, *more] if contention else []
+    rows, pooled = pooled_alone(rows, {c.n: alone_readings(c) for c in read})
 
     def fitted(key: str) -> Inline:
         ys = phase_means(rows, key.replace(".", "_"), gap)
@@ -219,6 +223,8 @@ def build_profile(
                 k.replace(".", "_").replace(" ", "_"): round(v, 4) for k, v in errors.items()
             },
             "measurements": measurements,
+            # each driver stage's time alone read over every reading of it (fit.pooled_alone)
+            **({"alone_pooled": {f"n{n}": Inline(**f) for n, f in sorted(pooled.items())}} if pooled else {}),
             **({"contention": contention_record(contention)} if contention else {}),
             # what the stages met at the other sizes read (contention_at_record)
             **({"contention_at": {f"n{c.n}": contention_at_record(c) for c in more}} if more else {}),

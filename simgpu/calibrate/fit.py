@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simgpu.calibrate.measure import pair_ratio
+from simgpu.calibrate.measure import PRESSURE_STAGES, pair_ratio
 from simgpu.errors import UserError
 from simgpu.profile.laws import Fit, fit_law
 from simgpu.profile.tomlwrite import Inline
@@ -135,6 +135,54 @@ def phase_means(rows: list[dict[str, Any]], key: str, gap: float | None = None) 
     if not key.startswith(f"{PHASED}_") or key == f"{PHASED}_unsynced":
         return means
     return [m * f for m, f in zip(means, unsynced_scale(rows, gap), strict=True)]
+
+
+def alone_readings(c: Contention) -> dict[str, list[float]]:
+    """Every other time calibrate took of a driver stage alone at c's size, after the
+    ladder's: the first call of each pressure pair and of each results-coming-back pair,
+    and the interpreter-lock run's call alone.  Each is the same call of the stage on a
+    fresh partition, with nothing of calibrate's beside it."""
+    out: dict[str, list[float]] = {}
+    for stage, pairs in c.loaded_pairs.items():
+        if stage in PRESSURE_STAGES:
+            out.setdefault(stage, []).extend(a for a, _ in pairs)
+    for stage, rows in c.handoff.items():
+        out.setdefault(stage, []).extend(r[0] for r in rows)
+    for stage, (alone, _, _) in c.gil.items():
+        out.setdefault(stage, []).append(alone)
+    return {s: [x for x in xs if x > 0] for s, xs in out.items() if any(x > 0 for x in xs)}
+
+
+def pooled_alone(
+    rows: list[dict[str, Any]], readings: dict[int, dict[str, list[float]]]
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, float]]]:
+    """The ladder's rows with each driver stage's samples at a size scaled so that their
+    median is the median of every reading of that stage alone there (the ladder's and
+    `readings`, alone_readings at that size), and the factors used, by size and stage.
+
+    A VM's host drifts by 10-25% over minutes (docs/validation-log.md, the thirty-second
+    lease: prep read 136 ms on the ladder and 168 ms alone two minutes later, in the
+    same calibrate).  The ladder reads a stage in one stretch of seconds; the contention
+    runs read it alone again, spread over the minutes after.  Their pooled median samples
+    the host's modes instead of one moment.  A stage's phases and its timing without the
+    phase clock scale with it (the kernels' are compared on the unsynced timing, as the
+    pairs run the stage); the reference loop's samples beside it (`_ref`) do not.  The
+    stored measurements stay as measured: this is how they are read."""
+    out, factors = [], {}
+    for row in rows:
+        more = readings.get(row["constraints"], {})
+        row = dict(row)
+        for stage, extra in more.items():
+            base_key = f"{stage}_unsynced" if row.get(f"{stage}_unsynced") else stage
+            if not row.get(base_key):
+                continue
+            f = statistics.median([*row[base_key], *extra]) / statistics.median(row[base_key])
+            for key in [k for k in row if k == stage or k.startswith(f"{stage}_")]:
+                if isinstance(row[key], list) and not key.endswith("_ref"):
+                    row[key] = [x * f for x in row[key]]
+            factors.setdefault(row["constraints"], {})[stage] = round(f, 4)
+        out.append(row)
+    return out, factors
 
 
 def time_law(ns: list[int], ys: list[float], candidates: tuple[str, ...] = TIME_LAWS) -> tuple[Inline, float]:

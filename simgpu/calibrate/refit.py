@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from simgpu.calibrate.fit import phase_means, sync_gap, time_law, time_laws
+from simgpu.calibrate.fit import alone_readings, phase_means, pooled_alone, sync_gap, time_law, time_laws
 from simgpu.calibrate.measure import TRIP, Contention
 from simgpu.errors import UserError
 from simgpu.profile.schema import phase_key
@@ -17,13 +17,25 @@ def measured_means(
     doc: dict[str, Any], key: str, max_size: int | None = None
 ) -> tuple[list[int], list[float]]:
     """(sizes, mean seconds, as `phase_means`) of one stage or kernels phase
-    ('kernels_h_msm') from a profile's [calibration.measurements]."""
+    ('kernels_h_msm') from a profile's [calibration.measurements], each driver stage's
+    time alone pooled over its other readings as calibrate pools it (pooled_alone)."""
     cal = doc["calibration"]
     every = sorted(cal["measurements"].values(), key=lambda r: r["constraints"])
     alone = (cal.get("device_queue", {}).get("kernels_beside_kernel_load") or (None,))[0]
     gap = sync_gap(every, alone, cal.get("contention", {}).get("constraints"))
+    every, _ = pooled_measurements(doc)
     rows = [r for r in every if max_size is None or r["constraints"] <= max_size]
     return [r["constraints"] for r in rows], phase_means(rows, key, gap)
+
+
+def pooled_measurements(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, dict[str, float]]]:
+    """A profile's [calibration.measurements] by size, each driver stage's time alone
+    pooled over the other readings its contention runs took (fit.pooled_alone), and the
+    factors that pooling applied."""
+    cal = doc["calibration"]
+    every = sorted(cal["measurements"].values(), key=lambda r: r["constraints"])
+    readings = {c.n: alone_readings(c) for c in contentions_of(doc)} if "contention" in cal else {}
+    return pooled_alone(every, readings)
 
 
 def refit_times(doc: dict[str, Any], max_size: int | None = None) -> dict[str, float]:
@@ -260,6 +272,10 @@ def refit_profile(
     if added:
         doc["calibration"]["contention"] = contention
     errors = refit_times(doc, max_size)
+    _, pooled = pooled_measurements(doc)
+    doc["calibration"].pop("alone_pooled", None)
+    if pooled:
+        doc["calibration"]["alone_pooled"] = {f"n{n}": Inline(**f) for n, f in sorted(pooled.items())}
     if uses:
         refit_uses(doc, gil=gil, device_law=device_law)
         rx = result_channel_use(doc)
