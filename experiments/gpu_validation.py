@@ -165,6 +165,9 @@ def measure(args: argparse.Namespace) -> None:
         try:
             for (label, _, design, gw, j, _), repeat in members:
                 cfg = config_of(args, gw, j, cap)
+                # the driver's stages alone on one partition, just before the run: the
+                # host as the run meets it, against calibrate's reading (`--anchor`)
+                anchor = _anchor(ex, n, 6000 + len(out)) if args.anchor else None
                 ex.verified.clear()
                 pools_at_start = _fresh_pools(ex)
                 trace = _trace(ex, label in (args.alloc_trace or ()))
@@ -223,6 +226,9 @@ def measure(args: argparse.Namespace) -> None:
                         # when the run began and ended (unix seconds), to read the all-core
                         # host watcher's samples of its stretch (experiments/host_modes.py)
                         "wall_s": [wall0, wall1],
+                        # each driver stage of one partition alone just before the run
+                        # (seconds; calibrate's call of it alone, measure._driver_chain)
+                        **({"anchor_s": anchor} if anchor is not None else {}),
                     }
                 )
                 # every stage of every partition, when it ran and on which worker: what ran
@@ -253,6 +259,17 @@ def read_runs(path: str | Path) -> list[dict[str, Any]]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as fh:
         return json.load(fh)
+
+
+def _anchor(ex: Any, n: int, seed: int) -> dict[str, float]:
+    """Every driver stage of one fresh partition alone, as calibrate calls each alone
+    (measure._driver_chain, with the synthesis result's way back): what the host gives
+    the stages just before a run, minutes after calibrate read them.  The thirty-second
+    lease's grid met a host 10-13% slower than calibrate's ladder (docs/validation-log.md)
+    that neither the all-core factor nor one thread's loop read."""
+    from simgpu.calibrate.measure import _driver_chain
+
+    return {stage: round(s, 6) for stage, s in _driver_chain(ex, n, seed, trip=True).items()}
 
 
 def _host_reference() -> float:
@@ -816,6 +833,11 @@ def main() -> None:
         "10, the default before the twenty-fifth lease, cannot tell 0 from a race of 1 in 50)",
     )
     ap.add_argument("--keys-dir", default=str(ROOT / "out" / "keys"))
+    ap.add_argument(
+        "--anchor",
+        action="store_true",
+        help="measure: time every driver stage of one partition alone before each run (anchor_s)",
+    )
     ap.add_argument(
         "--out",
         default=str(ROOT / "out" / "gpu-validation.md"),
