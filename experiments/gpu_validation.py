@@ -51,6 +51,8 @@ from simgpu.sched.registry import resolve_design
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
 STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
+#: The stages the driver runs, each of which an anchor times alone (`measure --anchor`).
+DRIVER_STAGES = STAGES[1:]
 STAGE_TARGET = 0.10  # issue #19: each GPU stage's mean under concurrency within 10%
 
 #: (label, log2 size, design, GPU workers, concurrency, cap); cap None = the whole card,
@@ -480,6 +482,7 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         + f"; the largest, {100 * spread:.1f}%, is the noise the errors above stand beside.",
         "",
         *_host_speed(table, Path(args.profile)),
+        *_anchors(table, prof),
         *_error_by_host_factor(table, args.host_watch, args.calibrate_span),
         *(_host_scaled(table, prof, args) if args.host_scaled else []),
     ]
@@ -700,6 +703,39 @@ def read_elasticity(paths: list[str], n: int) -> dict[str, float]:
             total = sum(medians[s] for s in steps)
             out[phase] = sum(out[s] * medians[s] for s in steps) / total
     return out
+
+
+def _anchors(table: list, prof: Any) -> list[str]:
+    """The runs' anchors (`measure --anchor`: every driver stage of one partition alone
+    just before each run) against the profile's time alone for that stage, size by size:
+    the median over the runs of each stage's anchor over the profile's.  Near 1, the grid
+    met the host calibrate read; apart from 1, by how much it did not (a stage's misses
+    under load are then the host's before they are the model's)."""
+    by_size: dict[int, list[dict[str, float]]] = {}
+    for r, _ in table:
+        if r.get("anchor_s"):
+            by_size.setdefault(r["constraints"], []).append(r["anchor_s"])
+    if not by_size:
+        return []
+    parts = []
+    for n, anchors in sorted(by_size.items()):
+        res = prof.resolve(n)
+        ratios = []
+        for st in (*DRIVER_STAGES, "synthesis.transfer"):
+            xs = [a[st] for a in anchors if a.get(st)]
+            name, i = ("synthesis", 1) if st == "synthesis.transfer" else (st, None)
+            if not xs or name not in res.stages:
+                continue
+            phases = res.stages[name].phases
+            alone = phases[i].seconds if i is not None and len(phases) > i else sum(p.seconds for p in phases)
+            if alone > 0:
+                ratios.append(f"{st} {statistics.median(xs) / alone:.2f}x")
+        parts.append(f"2^{n.bit_length() - 1} ({len(anchors)} runs): {', '.join(ratios)}")
+    return [
+        "Each driver stage alone just before each run (`--anchor`), median over the runs, "
+        "against the profile's time alone: " + "; ".join(parts) + ".",
+        "",
+    ]
 
 
 def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:

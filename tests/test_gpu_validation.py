@@ -86,3 +86,22 @@ def test_a_workers_cycles_are_read_from_its_prestage_to_each_kernels_phase():
     assert (first.thread, first.start) == ("w1", 0.0)
     assert {k: round(v, 3) for k, v in first.phases.items()} == {"ntt": 0.03, "h_msm": 0.036}
     assert second.start == 0.2 and round(second.phases["ntt"], 3) == 0.06
+
+
+def test_the_anchors_are_read_against_the_profiles_time_alone():
+    """`measure --anchor` times every driver stage of one partition alone before each run;
+    predict sets the median over a size's runs beside the profile's time alone: here the
+    grid's host ran prep 1.3x as long as calibrate's (the median of 1.5x and 1.1x)."""
+    from simgpu.profile import load_profile
+
+    prof = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml")
+    n = 1 << 20
+    alone = sum(p.seconds for p in prof.resolve(n).stages["prep"].phases)
+    table = [
+        ({"constraints": n, "anchor_s": {"prep": 1.5 * alone}}, {}),
+        ({"constraints": n, "anchor_s": {"prep": 1.1 * alone}}, {}),
+        ({"constraints": n}, {}),  # a run measured without anchors
+    ]
+    (line, _) = gpu_validation._anchors(table, prof)
+    assert "2^20 (2 runs): prep 1.30x." in line
+    assert gpu_validation._anchors(table[2:], prof) == []  # none anchored: nothing said
