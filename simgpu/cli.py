@@ -1029,6 +1029,10 @@ def calibrate(
     console.print(f"wrote {out} in {time.perf_counter() - t0:.0f} s; worst relative fit error per law:")
     for key, err in sorted(errors.items(), key=lambda kv: -kv[1])[:12]:
         console.print(f"  {key:28s} {100 * err:6.1f} %")
+    for size, factors in doc["calibration"].get("alone_pooled", {}).items():
+        # the host's drift over calibrate, as each driver stage's calls alone saw it
+        moved = ", ".join(f"{st} x{f:.2f}" for st, f in factors.items())
+        console.print(f"  alone over every call, n={int(size[1:]):,}: {moved}")
     for m in doc["calibration"]["missing"]:
         console.print(f"[yellow]missing:[/yellow] {m}")
 

@@ -316,6 +316,7 @@ def test_calibrate_the_cpu_backend(tmp_path):
         # a call takes tens of microseconds, so the rounding shows
         slack = 4e-6 / min([*row["prep"], *more])
         assert doc["calibration"]["alone_pooled"][f"n{c.n}"]["prep"] == pytest.approx(want, rel=slack)
+        assert f"alone over every call, n={c.n:,}: prep x" in " ".join(r.output.split())  # and says so
         # two sizes, a two-term law: the fit passes through each size's pooled mean
         got = prof.resolve(c.n).stages["prep"].phases[0].seconds
         assert got == pytest.approx(statistics.mean(row["prep"]) * want, rel=slack)
