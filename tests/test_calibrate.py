@@ -315,11 +315,13 @@ def test_calibrate_the_cpu_backend(tmp_path):
         # calibrate pooled the readings as taken, the record keeps them to 1 us: at 2^6
         # a call takes tens of microseconds, so the rounding shows
         slack = 4e-6 / min([*row["prep"], *more])
-        assert doc["calibration"]["alone_pooled"][f"n{c.n}"]["prep"] == pytest.approx(want, rel=slack)
+        # (the factor itself is recorded to 1e-4)
+        assert doc["calibration"]["alone_pooled"][f"n{c.n}"]["prep"] == pytest.approx(want, rel=slack + 1e-4)
         assert f"alone over every call, n={c.n:,}: prep x" in " ".join(r.output.split())  # and says so
-        # two sizes, a two-term law: the fit passes through each size's pooled mean
+        # the law meets each size's pooled mean to within its recorded worst fit error
         got = prof.resolve(c.n).stages["prep"].phases[0].seconds
-        assert got == pytest.approx(statistics.mean(row["prep"]) * want, rel=slack)
+        fit_error = doc["calibration"]["fit_max_rel_error"]["prep"]
+        assert got == pytest.approx(statistics.mean(row["prep"]) * want, rel=fit_error + slack + 1e-4)
     # and a refit reads the stored measurements as calibrate read them
     refit_profile(out, tmp_path / "refit.toml")
     refitted = tomllib.loads((tmp_path / "refit.toml").read_text())["calibration"]["alone_pooled"]
@@ -328,7 +330,7 @@ def test_calibrate_the_cpu_backend(tmp_path):
         for stage, more in alone_readings(c).items():
             slack = 4e-6 / min([*(row.get(f"{stage}_unsynced") or row[stage]), *more])
             f = doc["calibration"]["alone_pooled"][f"n{c.n}"][stage]
-            assert refitted[f"n{c.n}"][stage] == pytest.approx(f, rel=slack), (c.n, stage)
+            assert refitted[f"n{c.n}"][stage] == pytest.approx(f, rel=slack + 2e-4), (c.n, stage)
     # fitted again from what the profile stores (to 1 us), so that the fits compare exactly
     again = tomllib.loads(out.read_text())
     refit_uses(again)
