@@ -107,6 +107,22 @@ def test_points_law_interpolates_and_extrapolates_rising_segments_only():
     assert PointsLaw(((1.0, 1.0), (2.0, 3.0)))(4.0) == pytest.approx(7.0)
 
 
+def test_a_points_law_gives_each_measured_point_back_exactly():
+    """A use's share read at two sizes becomes a points law held flat beyond them
+    (build.stage_uses_over); at a read size it is what was read, to the bit, so that a
+    share read as 0 is never a rounding below it (a bound of -1e-16 failed CI once)."""
+    from simgpu.profile.schema import UseLaw, uses_at
+
+    for a, b in [(0.9, 0.1), (0.8943, 0.3), (0.7, 0.0), (0.2, 1.0)]:
+        law = PointsLaw(((1, a), (64, a), (256, b), (1 << 32, b)))
+        assert (law(64), law(256), law(1 << 40)) == (a, b, b)
+        # and between them a weighted mean of two shares, never below the smaller
+        assert min(a, b) <= law(100) <= max(a, b)
+    # a share off by a rounding below 0 is read as 0 (kept within [0, 1])
+    rounding = UseLaw(demand=PointsLaw(((1, 25.0),)), bound=PointsLaw(((1, 0.3), (2, -1e-16))))
+    assert uses_at({"h2d": rounding}, 2, "t")["h2d"].bound == 0.0
+
+
 def test_points_law_follows_its_law_beyond_the_measured_sizes():
     t = {"points": [[1024, 1.0], [4096, 3.0]], "beyond": {"law": "a*n", "a": 0.001}}
     p = Law.parse(t, "t")

@@ -201,7 +201,10 @@ class PointsLaw:
         (x0, y0), (x1, y1) = pts[i - 1], pts[i]
         if (n > x1 or n < x0) and y1 <= y0:
             return y1 if n > x1 else y0
-        return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+        t = (n - x0) / (x1 - x0)
+        # weighted, not y0 + (y1 - y0) t: each measured point comes back exactly (the
+        # other form gave 0.1 - 1e-17 at a point of 0.1, and a bound of 0 below zero)
+        return y0 * (1 - t) + y1 * t
 
     @staticmethod
     def parse(value: Any, where: str, beyond: Any = None) -> PointsLaw:
