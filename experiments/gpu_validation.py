@@ -41,6 +41,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from simgpu.calibrate.measure import PRESSURE_STAGES, TRIP
 from simgpu.config import PipelineConfig, Workload
 from simgpu.model.montecarlo import predict
 from simgpu.profile import load_profile
@@ -51,8 +52,6 @@ from simgpu.sched.registry import resolve_design
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
 STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
-#: The stages the driver runs, each of which an anchor times alone (`measure --anchor`).
-DRIVER_STAGES = STAGES[1:]
 STAGE_TARGET = 0.10  # issue #19: each GPU stage's mean under concurrency within 10%
 
 #: (label, log2 size, design, GPU workers, concurrency, cap); cap None = the whole card,
@@ -721,9 +720,9 @@ def _anchors(table: list, prof: Any) -> list[str]:
     for n, anchors in sorted(by_size.items()):
         res = prof.resolve(n)
         ratios = []
-        for st in (*DRIVER_STAGES, "synthesis.transfer"):
+        for st in (*PRESSURE_STAGES, TRIP):  # what an anchor (measure._driver_chain) times
             xs = [a[st] for a in anchors if a.get(st)]
-            name, i = ("synthesis", 1) if st == "synthesis.transfer" else (st, None)
+            name, i = ("synthesis", 1) if st == TRIP else (st, None)
             if not xs or name not in res.stages:
                 continue
             phases = res.stages[name].phases

@@ -1001,13 +1001,11 @@ def measure_device_queue(
             finally:
                 buffers.free()
             sums.setdefault(("kernels", "one_prestage"), []).append(dt)
-            sums.setdefault(("one_prestage", "beside"), []).append(up)
             sums.setdefault(("one_prestage", "kernels"), []).append(up)
             if on_device:
                 g2_call = functools.partial(ex.run_stage, "b_g2_msm", part, 0, {})
                 dt, up = beside_one_prestage(g2_call, 2 * rep + 1)
                 sums.setdefault(("b_g2_msm", "one_prestage"), []).append(dt)
-                sums.setdefault(("one_prestage", "beside"), []).append(up)
                 sums.setdefault(("one_prestage", "b_g2_msm"), []).append(up)
             part.host.free()
             for i, load in enumerate((None, "kernel_load", "copy_load", "gpu_load")):
@@ -1065,16 +1063,15 @@ def measure_device_queue(
                 out[f"{load} beside {stage}"] = pace
                 what += f", whose rounds took {pace[1] / pace[0]:.2f}x as long meanwhile"
             log(f"  {stage}: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms beside {what}")
-    if ("one_prestage", "beside") in sums:
-        # the prestage they ran beside: alone, and as long as it lasted beside them
+    started = {st: xs for st in ("kernels", "b_g2_msm") if (xs := sums.get(("one_prestage", st)))}
+    if started:
+        # the prestage they ran beside: alone, and as long as it lasted beside them all
         alone = statistics.median(sums[("prestage", "alone")])
-        out["one_prestage"] = (alone, statistics.median(sums[("one_prestage", "beside")]))
+        out["one_prestage"] = (alone, statistics.median(x for xs in started.values() for x in xs))
         # and beside each apart: a single lock hands the next worker's prestage over
         # while the last holder's b_g2_msm runs, two locks start it beside its kernels
         # (on the thirty-third lease's card 2.2x and 1.4-1.5x its time alone)
-        for stage in ("kernels", "b_g2_msm"):
-            if ("one_prestage", stage) in sums:
-                beside = statistics.median(sums[("one_prestage", stage)])
-                out[f"one_prestage beside {stage}"] = (alone, beside)
-                log(f"  prestage: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms started with {stage}")
+        for stage, xs in started.items():
+            out[f"one_prestage beside {stage}"] = (alone, beside := statistics.median(xs))
+            log(f"  prestage: {alone * 1e3:.1f} ms alone, {beside * 1e3:.1f} ms started with {stage}")
     return out

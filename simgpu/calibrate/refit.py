@@ -20,9 +20,10 @@ def measured_means(
     ('kernels_h_msm') from a profile's [calibration.measurements], each driver stage's
     time alone pooled over its other readings as calibrate pools it (pooled_alone)."""
     cal = doc["calibration"]
-    every = sorted(cal["measurements"].values(), key=lambda r: r["constraints"])
     alone = (cal.get("device_queue", {}).get("kernels_beside_kernel_load") or (None,))[0]
-    gap = sync_gap(every, alone, cal.get("contention", {}).get("constraints"))
+    # the syncs' gap from the stored measurements, as calibrate reads it before pooling
+    raw = sorted(cal["measurements"].values(), key=lambda r: r["constraints"])
+    gap = sync_gap(raw, alone, cal.get("contention", {}).get("constraints"))
     every, _ = pooled_measurements(doc)
     rows = [r for r in every if max_size is None or r["constraints"] <= max_size]
     return [r["constraints"] for r in rows], phase_means(rows, key, gap)

@@ -326,7 +326,7 @@ def uses_at(uses: Mapping[str, UseLaw], n: int, where: str, strict: bool = False
         use = law.at(n)
         if strict and (use.demand < 0 or not 0 <= use.bound <= 1):
             raise UserError(f"{where}.{res}: demand >= 0 and 0 <= bound <= 1 required")
-        # (a law between two read sizes can land a rounding below 0: -1e-16 from 0.3 and 0.3)
+        # (a law fitted or extrapolated can land a rounding below 0)
         out[res] = Use(use.demand, min(1.0, max(0.0, use.bound)))
     total = sum(u.bound for r, u in out.items() if r not in SCALING_RESOURCES)
     if total > 1.0 + 1e-9:
