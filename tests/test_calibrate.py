@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 import tomllib
+from dataclasses import replace
 
 import pytest
 from conftest import ROOT
@@ -621,11 +622,12 @@ def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> N
     ex = ProverExecutor(spec, settings)
     try:
         queue = measure_device_queue(ex, spec.constraints, lambda _: None, repeats=1)
-        gil = measure_gil(ex, spec.constraints, lambda _: None, repeats=1)
+        gil, loop_wait = measure_gil(ex, spec.constraints, lambda _: None, repeats=1)
         beside_prep = measure_beside_prep(ex, spec.constraints, lambda _: None, repeats=1)
     finally:
         ex.close()
-    assert set(gil) == set(PRESSURE_STAGES) and all(a > 0 and b > 0 for a, b, _ in gil.values())
+    assert set(gil) == set(PRESSURE_STAGES) and all(a > 0 and b > 0 and w >= 0 for a, b, _, w in gil.values())
+    assert loop_wait > 0  # a request for the lock beside a thread of pure Python waits
     assert set(beside_prep) == set(PRESSURE_STAGES) and all(a > 0 and b > 0 for a, b in beside_prep.values())
     pairs = {
         "kernels beside kernel_load",
@@ -730,7 +732,8 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     )
     assert "kernels beside kernel_load" in c.device_queue
     assert set(c.gil) == set(PRESSURE_STAGES)
-    assert all(a > 0 and b > 0 and 0.0 <= lost <= 1.0 for a, b, lost in c.gil.values())
+    assert all(a > 0 and b > 0 and 0.0 <= lost <= 1.0 and w >= 0 for a, b, lost, w in c.gil.values())
+    assert c.gil_loop_wait > 0
     doc = {
         "calibration": {
             "contention": contention_record(c),
@@ -745,6 +748,7 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
         for s, ps in c.loaded_pairs.items()
     }
     assert back.gil == {st: pytest.approx(v, abs=1e-6) for st, v in c.gil.items()}
+    assert back.gil_loop_wait == pytest.approx(c.gil_loop_wait, abs=1e-6)
     assert back.synthesis == pytest.approx(c.synthesis, abs=1e-6)
     # every driver stage beside results coming back: each repeat's calls, and how many
     # results were on their way back and how many syntheses computing beside the second
@@ -817,13 +821,14 @@ def test_the_handoff_fit_reads_each_pair_against_the_results_beside_it() -> None
     assert uses["synthesis.transfer"]["handoff"] == {"demand": 1.0, "bound": 0.0}
 
 
-def test_the_gil_fit_reads_the_bursty_law_backwards_twice() -> None:
-    """A stage of 10 ms alone takes 14.7 ms beside a thread of pure Python that lost a
-    third of its rounds while it ran, and is 0.32 sensitive to busy cores (of 16): the
-    thread's core is worth 1 + 0.32 / 16 = 1.02, so the stage's bound is 14.7 / 10 /
-    1.02 - 1 = 0.441; the thread, of bound 1, ran 1 / (1 + d) as fast, d = (1/3) / (2/3)
-    = 0.5.  A stage that never takes the lock: bound and demand 0."""
-    from simgpu.calibrate.fit import fit_gil
+def test_the_gil_fit_counts_asks_and_times_waits() -> None:
+    """A stage of 10 ms alone takes 14.7 ms beside a thread of pure Python, beside which
+    a request for the lock waits 0.5 ms, and is 0.32 sensitive to busy cores (of 16): the
+    thread's core is worth 1 + 0.32 / 16 = 1.02, so the stage lost 14.7 / 1.02 - 10 =
+    4.41 ms to 8.8 asks, 0.882 a millisecond; a request beside it waited 40 us (0.04 ms).
+    A stage that never asks: bound 0.  Without the thread's wait timed (a calibration
+    before it was), CPython's 5 ms switch interval stands for it."""
+    from simgpu.calibrate.fit import DEFAULT_SWITCH_INTERVAL, fit_gil
 
     c = Contention(
         n=1024,
@@ -831,32 +836,24 @@ def test_the_gil_fit_reads_the_bursty_law_backwards_twice() -> None:
         membw_gbps=100.0,
         synthesis={},
         loaded={},
-        gil={"prep": (0.010, 0.0147, 1 / 3), "kernels": (0.040, 0.040, 0.0)},
+        gil={"prep": (0.010, 0.0147, 0.0, 40e-6), "kernels": (0.040, 0.040, 0.0, 2e-6)},
+        gil_loop_wait=0.0005,
     )
     got = fit_gil(c, {"prep": 0.32})
-    assert got["prep"]["gil"] == {"demand": pytest.approx(0.5), "bound": pytest.approx(0.4412, abs=1e-4)}
-    assert got["kernels"]["gil"] == {"demand": 0.0, "bound": 0.0}
+    assert got["prep"]["gil"] == {"demand": pytest.approx(0.04), "bound": pytest.approx(0.8824, abs=1e-4)}
+    assert got["kernels"]["gil"] == {"demand": pytest.approx(0.002), "bound": 0.0}
+    old = fit_gil(replace(c, gil_loop_wait=0.0), {"prep": 0.32})
+    assert DEFAULT_SWITCH_INTERVAL == 0.005
+    assert old["prep"]["gil"]["bound"] == pytest.approx(0.08824, abs=1e-4)
 
 
-def test_a_share_measured_apart_makes_room_and_leaves_the_sensitivity_alone() -> None:
-    """Kernels bound 0.9 to the GPU and 0.3 sensitive to pressure, then found 0.2 bound
-    to the interpreter lock: the GPU's share shrinks to 0.8 so the shares add up to 1;
-    pressure, a sensitivity, is not a share and stays."""
-    from simgpu.calibrate.build import with_share
-    from simgpu.profile.tomlwrite import Inline
-
-    uses = {"gpu": Inline(demand=1.0, bound=0.9), "pressure": Inline(demand=1.0, bound=0.3)}
-    got = with_share(uses, {"gil": Inline(demand=0.4, bound=0.2)})
-    assert got["gpu"]["bound"] == pytest.approx(0.8) and got["pressure"]["bound"] == 0.3
-    assert got["gil"] == {"demand": 0.4, "bound": 0.2}
-
-
-def test_the_gil_fit_is_asked_for_and_makes_room_in_the_stage() -> None:
+def test_the_gil_fit_is_asked_for_and_sits_beside_the_shares() -> None:
     """calibrate records the interpreter-lock runs; their fit is only asked for
-    (refit_uses(doc, gil=True)): the ninth lease measured it and predicted worse with it
-    (docs/validation-log.md).  Asked for, the kernels get a gil share and their GPU share
-    shrinks to keep the shares within the whole time; a profile without the runs is
-    refused, not refitted with nothing."""
+    (refit_uses(doc, gil=True)) until a lease shows it predicts the pipeline.  Asked
+    for, the kernels get a gil use beside their GPU share (a rate of asks, which
+    scales their time, not a share of it), and the GPU share stays; a profile without
+    the runs is refused, not refitted with nothing.  A row of three values (a
+    calibration before the waits were timed) reads a wait of 0."""
     import tomllib
 
     from simgpu.calibrate.refit import refit_uses
@@ -867,17 +864,16 @@ def test_the_gil_fit_is_asked_for_and_makes_room_in_the_stage() -> None:
     with pytest.raises(UserError, match="no gil runs"):
         refit_uses(doc, gil=True)
     gpu_before = doc["stages"]["kernels"]["uses"]["gpu"]["bound"]
-    # 1.8x beside a Python thread: a gil share that, beside the GPU's, would pass the whole
+    # 1.8x beside a Python thread
     doc["calibration"]["contention"]["gil"] = {"kernels": [0.040, 0.072, 0.2]}
     refit_uses(doc)
     assert "gil" not in doc["stages"]["kernels"]["uses"]  # not asked for: as calibrate writes it
     refit_uses(doc, gil=True)
     uses = doc["stages"]["kernels"]["uses"]
     p = uses["pressure"]["bound"]
-    assert uses["gil"]["demand"] == pytest.approx(0.25)
-    assert uses["gil"]["bound"] == pytest.approx(0.072 / 0.040 / (1 + p / 16) - 1, abs=1e-4)
-    assert uses["gpu"]["bound"] + uses["gil"]["bound"] <= 1 + 1e-4
-    assert uses["gpu"]["bound"] < gpu_before
+    assert uses["gil"]["demand"] == 0.0
+    assert uses["gil"]["bound"] == pytest.approx((0.072 / (1 + p / 16) - 0.040) / 0.005 / 40, abs=1e-4)
+    assert uses["gpu"]["bound"] == gpu_before
 
 
 def test_the_shipped_profiles_result_channel_is_what_its_stored_trips_say() -> None:
@@ -970,7 +966,7 @@ def test_a_stage_alone_is_read_over_every_reading_calibrate_took_of_it() -> None
         loaded={},
         loaded_pairs={"prep": [(0.2, 0.3)] * 4, "kernels": [(0.06, 0.07)] * 4, TRIP: [(9.0, 9.0)] * 4},
         handoff={"prep": [(0.2, 0.25, 1.0, 0.0)] * 2},
-        gil={"prep": (0.2, 0.4, 0.0), "epilogue": (0.03, 0.06, 0.0)},
+        gil={"prep": (0.2, 0.4, 0.0, 0.0), "epilogue": (0.03, 0.06, 0.0, 0.0)},
     )
     readings = alone_readings(c)
     assert readings == {"prep": [0.2] * 7, "kernels": [0.06] * 4, "epilogue": [0.03]}  # no trip

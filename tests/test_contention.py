@@ -12,11 +12,11 @@ from simgpu.errors import UserError
 from simgpu.model.contention import FluidShare, Thrash, shared_factor
 
 
-def finish_times(jobs, capacity, bursty=frozenset(), **laws):
+def finish_times(jobs, capacity, bursty=frozenset(), scaling=frozenset(), **laws):
     """jobs: (start, work, uses).  Returns each job's finish time.  `laws`: FluidShare's
     through / thrash / conserved."""
     env = simpy.Environment()
-    share = FluidShare(env, capacity, bursty=frozenset(bursty), **laws)
+    share = FluidShare(env, capacity, bursty=frozenset(bursty), scaling=frozenset(scaling), **laws)
     done = {}
 
     def job(i, start, work, uses):
@@ -120,17 +120,22 @@ def test_no_slowdown_below_capacity():
     assert finish_times([(0, 2.0, (mem,)), (0, 1.0, (mem,))], {"membw": 100.0}) == pytest.approx([2.0, 1.0])
 
 
-def test_interpreter_bursts_collide_even_below_capacity():
-    # Two stages each holding the interpreter lock 40% of the time: together they ask
-    # for 0.8 of it, yet each one's bursts meet the other's 40% of the time: 0.6 + 0.4 * 1.4.
-    gil = ("gil", 0.4, 0.4)
-    t = finish_times([(0, 1.0, (gil,)), (0, 1.0, (gil,))], {"gil": 1.0}, bursty={"gil"})
-    assert t == pytest.approx([1.16, 1.16])
-    # a stage alone is never slowed by its own bursts
-    assert finish_times([(0, 1.0, (gil,))], {"gil": 1.0}, bursty={"gil"}) == pytest.approx([1.0])
-    # fully interpreter-bound stages take turns, as on a GPU
-    whole = ("gil", 1.0, 1.0)
-    assert finish_times([(0, 1.0, (whole,))] * 2, {"gil": 1.0}, bursty={"gil"}) == pytest.approx([2.0, 2.0])
+def test_the_interpreter_lock_is_handed_over_ask_by_ask():
+    """A launch loop asks for the lock back 10 times a millisecond, and beside a stage
+    of pure Python each ask waits 5 ms (that stage lets go only when made to): while the
+    Python stage runs (0.1 s) the loop goes at 1 / (1 + 10 x 5) = 1/51 of its pace, then
+    alone.  The Python stage, asking almost never, is not slowed by the loop's
+    microsecond holds.  Two launch loops, each making the other's asks wait 2 us, slow
+    each other by 1 + 10 x 0.002 = 1.02."""
+    gil = {"gil": 1.0}  # ms
+    loop = ("gil", 0.002, 10.0)  # (resource, the wait it makes others' asks meet in ms, asks a ms)
+    python = ("gil", 5.0, 0.0)
+    t_loop, t_python = finish_times([(0, 1.0, (loop,)), (0, 0.1, (python,))], gil, scaling={"gil"})
+    assert t_python == pytest.approx(0.1)
+    assert t_loop == pytest.approx(0.1 + (1.0 - 0.1 / 51))
+    assert finish_times([(0, 1.0, (loop,))] * 2, gil, scaling={"gil"}) == pytest.approx([1.02, 1.02])
+    # a stage alone never waits for its own holds
+    assert finish_times([(0, 1.0, (loop,))], gil, scaling={"gil"}) == pytest.approx([1.0])
 
 
 def test_results_coming_back_share_the_drivers_one_channel():
@@ -158,7 +163,7 @@ def test_results_coming_back_share_the_drivers_one_channel():
     assert ends[-1] - starts[0] == pytest.approx(1.0 + 0.1 * len(ends))
 
 
-def test_a_share_of_the_interpreter_can_change_with_size():
+def test_a_use_can_change_with_size():
     from conftest import tiny_profile
 
     share = {"law": "512/n"}
@@ -167,21 +172,28 @@ def test_a_share_of_the_interpreter_can_change_with_size():
             "stages.kernels": {
                 "uses": {
                     "gpu": {"demand": 1.0, "bound": {"law": "1 - 512/n"}},
-                    "gil": {"demand": share, "bound": share},
+                    "cores": {"demand": 1.0, "bound": share},
+                    # the interpreter lock's asks a millisecond: a rate, not a share
+                    "gil": {"demand": 0.01, "bound": {"law": "n/512"}},
                 }
             }
         }
     )
     small = prof.resolve(1024).stages["kernels"].phases[0].uses
     big = prof.resolve(8192).stages["kernels"].phases[0].uses
-    assert small["gil"].bound == pytest.approx(0.5) and big["gil"].bound == pytest.approx(1 / 16)
-    assert small["gpu"].bound + small["gil"].bound == pytest.approx(1.0)
+    assert small["cores"].bound == pytest.approx(0.5) and big["cores"].bound == pytest.approx(1 / 16)
+    assert small["gpu"].bound + small["cores"].bound == pytest.approx(1.0)
+    assert small["gil"].bound == pytest.approx(2.0) and big["gil"].bound == pytest.approx(16.0)
     # Below the sizes the laws were meant for, the GPU's share would be negative: that is
     # an error naming the law, not a share quietly clamped to 0.
     with pytest.raises(UserError, match=r"uses.gpu.bound: law '1 - 512/n' gives -1 at n=256"):
         prof.resolve(256)
     with pytest.raises(UserError, match="add up to more than 1"):
-        tiny_profile(**{"stages.kernels": {"uses": {"gpu": {"bound": 0.8}, "gil": {"bound": 0.3}}}})
+        tiny_profile(**{"stages.kernels": {"uses": {"gpu": {"bound": 0.8}, "cores": {"bound": 0.3}}}})
+    # asks a millisecond may pass 1; a share may not
+    tiny_profile(**{"stages.kernels": {"uses": {"gil": {"demand": 0.01, "bound": 3.0}}}})
+    with pytest.raises(UserError, match=r"cores: demand >= 0 and 0 <= bound <= 1 required"):
+        tiny_profile(**{"stages.kernels": {"uses": {"cores": {"demand": 1.0, "bound": 3.0}}}})
 
 
 def test_seed_profile_reproduces_the_published_contention():

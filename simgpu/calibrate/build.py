@@ -51,7 +51,7 @@ from simgpu.calibrate.measure import (
 )
 from simgpu.errors import OutOfMemory, UserError
 from simgpu.profile.laws import fit_law
-from simgpu.profile.schema import SCALING_RESOURCES, phase_key
+from simgpu.profile.schema import phase_key
 from simgpu.profile.tomlwrite import Inline, dumps
 
 
@@ -337,10 +337,10 @@ def stage_uses(
     """Every stage's uses of the shared resources, fitted from what calibrate measured
     beside loads (the one place they are fitted: calibrate and refit_uses call it).
 
-    `gil`: also fit the stages' uses of the interpreter lock from the measure_gil runs.
-    Off by default: calibrate records those runs, but the fit has not been validated on
-    a lease yet, and on a small host one stage of pure Python beside the probe thread
-    took 1.0x to 4.1x its time from call to call (refit_uses(..., gil=True) tries it).
+    `gil`: also fit the stages' hand-overs of the interpreter lock from the measure_gil
+    runs (fit_gil: each stage's asks and the wait it makes others' asks meet).  Off by
+    default until a lease has shown it predicts the pipeline's driver stages
+    (refit_uses(..., gil=True) tries it on a stored calibration).
     `device_law`: the law the device queue is read with (fit_device_queue)."""
     uses: dict[str, dict[str, Inline]] = {"kernels": {"gpu": Inline(demand=1.0, bound=1.0)}}
     uses["prestage"] = {"h2d": Inline(demand=h2d_gbps, bound=1.0)}
@@ -360,7 +360,8 @@ def stage_uses(
         sensitivity = {st: float(u["pressure"]["bound"]) for st, u in pressure.items()}
         if gil:
             for stage, extra in fit_gil(contention, sensitivity).items():
-                uses[stage] = with_share(uses.get(stage, {}), extra)
+                # asks times waits: a sensitivity, not a share (SCALING_RESOURCES)
+                uses[stage] = uses.get(stage, {}) | extra
         for stage, extra in pressure.items():
             # a sensitivity beside the stage's shares, not one of them (SCALING_RESOURCES)
             uses[stage] = uses.get(stage, {}) | extra
@@ -370,21 +371,6 @@ def stage_uses(
             # each result on its way back is one the driver's stages are slowed by
             uses[TRIP] = uses.get(TRIP, {}) | {"handoff": Inline(demand=1.0, bound=0.0)}
     return uses
-
-
-def with_share(uses: dict[str, Inline], extra: dict[str, Inline]) -> dict[str, Inline]:
-    """A stage's uses with `extra` (shares of its time measured apart, the interpreter
-    lock's) added, the others scaled down where together they would bind more than the
-    stage's whole time: a launch loop's Python and its kernels overlap, and the fluid
-    share adds their stretches, so what overlaps is counted once."""
-    bound = sum(float(u["bound"]) for u in extra.values())
-    rest = sum(float(u["bound"]) for r, u in uses.items() if r not in SCALING_RESOURCES)
-    scale = min(1.0, (1.0 - bound) / rest) if rest > 0 else 1.0
-
-    def scaled(u: Inline) -> Inline:
-        return Inline(demand=u["demand"], bound=round(float(u["bound"]) * scale, 4))
-
-    return {r: u if r in SCALING_RESOURCES else scaled(u) for r, u in uses.items()} | extra
 
 
 def stage_uses_over(
@@ -400,7 +386,8 @@ def stage_uses_over(
     use: a plain number where every size read the same, else the sizes' readings as
     points, held flat beyond the first and the last (a share or a sensitivity read at
     2^22 says nothing of its trend at 2^26).  The host's readings, the k-at-once
-    syntheses and the interpreter lock, are the first size's at every size."""
+    syntheses, are the first size's at every size, and so is the interpreter lock where
+    a size did not read it (calibrations before it was read at every size)."""
     if len(contentions) <= 1:
         return stage_uses(
             contentions[0] if contentions else None, h2d_gbps, b_g2_on, b_g2_threads, gil, device_law
@@ -408,7 +395,13 @@ def stage_uses_over(
     first = contentions[0]
     per = {
         c.n: stage_uses(
-            replace(c, synthesis=first.synthesis, gil=first.gil, membw_gbps=first.membw_gbps),
+            replace(
+                c,
+                synthesis=first.synthesis,
+                gil=c.gil or first.gil,
+                gil_loop_wait=c.gil_loop_wait or first.gil_loop_wait,
+                membw_gbps=first.membw_gbps,
+            ),
             h2d_gbps,
             b_g2_on,
             b_g2_threads,
@@ -460,8 +453,11 @@ def contention_record(c: Contention) -> dict[str, Any]:
         "cores": c.cores,
         "membw_gbps": round(c.membw_gbps, 2),
         "synthesis_at_once": {str(k): round(v, 6) for k, v in sorted(c.synthesis.items())},
-        # stage -> [alone, beside a Python thread, the share of its rounds that thread lost]
-        **({"gil": {s: [round(x, 6) for x in v] for s, v in c.gil.items()}} if c.gil else {}),
+        # stage -> [alone, beside a Python thread, the share of its rounds that thread
+        # lost, the wait a request for the interpreter lock met beside it]
+        **({"gil": {s: [round(x, 7) for x in v] for s, v in c.gil.items()}} if c.gil else {}),
+        # the wait a request for the lock met beside the Python thread (seconds)
+        **({"gil_loop_wait": round(c.gil_loop_wait, 7)} if c.gil_loop_wait else {}),
         # stage -> each repeat's [alone, beside the pressure load], back to back
         **(
             {

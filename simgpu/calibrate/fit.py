@@ -148,7 +148,7 @@ def alone_readings(c: Contention) -> dict[str, list[float]]:
             out.setdefault(stage, []).extend(a for a, _ in pairs)
     for stage, rows in c.handoff.items():
         out.setdefault(stage, []).extend(r[0] for r in rows)
-    for stage, (alone, _, _) in c.gil.items():
+    for stage, (alone, *_) in c.gil.items():
         out.setdefault(stage, []).append(alone)
     return {s: [x for x in xs if x > 0] for s, xs in out.items() if any(x > 0 for x in xs)}
 
@@ -298,23 +298,36 @@ MIN_TRIPS = 0.2
 
 
 def fit_gil(c: Contention, pressure: dict[str, float]) -> dict[str, dict[str, Inline]]:
-    """Every measured stage's use of the driver's interpreter lock (`gil`, capacity 1,
-    shared burst by burst), from its times alone and beside a thread of pure Python
-    (demand 1) and the share of its rounds that thread lost (simgpu.calibrate.measure.
-    measure_gil).  The bursty law read backwards twice:
+    """Every measured stage's use of the driver's interpreter lock (`gil`, a scaling
+    resource of capacity 1 ms; simgpu.model.contention, "The interpreter lock"), read
+    from simgpu.calibrate.measure.measure_gil as hand-overs:
 
-    * the stage, of bound b, beside the thread takes 1 + b times as long, times the
-      pressure of the one core the thread keeps busy (1 + its sensitivity / C): b;
-    * the thread, of bound 1, beside a stage of demand d runs 1 / (1 + d) as fast, so
-      it loses l = d / (1 + d) of its rounds: d = l / (1 - l)."""
+    * its **asks** (the bound, asks per millisecond of its time alone): beside the thread
+      of pure Python every ask waits that thread's wait w_loop, so the stage's time
+      there, less the pressure of the one core the thread keeps busy (1 + its
+      sensitivity / C), is its time alone plus asks x w_loop;
+    * the **wait** an ask from another thread meets while it runs (the demand, ms), as
+      the probe timed it beside the stage alone.
+
+    Beside stages whose waits add up to W (ms), a stage of b asks a millisecond takes
+    1 + b W times as long.  Where calibrate did not time the waits (profiles calibrated
+    before it did) every demand is 0, and w_loop is CPython's default switch interval."""
+    loop_wait = c.gil_loop_wait if c.gil_loop_wait > 0 else DEFAULT_SWITCH_INTERVAL
     out: dict[str, dict[str, Inline]] = {}
-    for stage, (alone, beside, lost) in c.gil.items():
+    for stage, (alone, beside, _lost, wait) in c.gil.items():
         if alone <= 0:
             continue
-        stretch = beside / alone / (1 + pressure.get(stage, 0.0) / max(1, c.cores))
-        demand = lost / (1 - lost) if lost < 1 else 1.0
-        out[stage] = {"gil": Inline(demand=_clamp(demand), bound=_clamp(stretch - 1))}
+        lost = beside / (1 + pressure.get(stage, 0.0) / max(1, c.cores)) - alone
+        asks = max(0.0, lost) / loop_wait
+        out[stage] = {
+            "gil": Inline(demand=round(max(0.0, wait) * 1e3, 5), bound=round(asks / (alone * 1e3), 4))
+        }
     return out
+
+
+#: CPython's switch interval (seconds): how long a thread asking for the lock waits
+#: before the holder is made to let go, where calibrate did not time it.
+DEFAULT_SWITCH_INTERVAL = 0.005
 
 
 def fit_synthesis_contention(c: Contention) -> dict[str, Inline]:

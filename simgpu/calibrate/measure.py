@@ -353,8 +353,9 @@ class Contention:
     #: how many syntheses ran, continuously, beside the `loaded` stages
     pressure_load: int = 0
     #: stage -> (alone, beside a thread of pure Python, the share of its rounds that
-    #: thread lost while the stage ran); measure_gil
-    gil: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    #: thread lost while the stage ran, the mean wait a request for the interpreter lock
+    #: met beside it: 0 where not measured); measure_gil
+    gil: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
     #: stage -> each repeat's (alone, beside) in the order measured, the two calls back to
     #: back; empty where not kept (profiles calibrated before they were)
     loaded_pairs: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
@@ -362,6 +363,9 @@ class Contention:
     #: way back beside it, the syntheses computing beside it), measure_handoff; empty
     #: where not measured (profiles calibrated before it was)
     handoff: dict[str, list[tuple[float, float, float, float]]] = field(default_factory=dict)
+    #: the wait a request for the interpreter lock meets beside a thread of pure Python
+    #: (seconds; 0 where not measured: profiles calibrated before measure_gil timed it)
+    gil_loop_wait: float = 0.0
 
 
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
@@ -396,12 +400,24 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
             k = max(1, cores // 2)  # a pipeline's load: below saturation, where pressure shows
             pairs = measure_pressure(ex, pool, settings.circuit, n, k, log)
             queue = measure_device_queue(ex, n, log)
-            gil = measure_gil(ex, n, log)
+            gil, loop_wait = measure_gil(ex, n, log)
             handoff = measure_handoff(ex, n, log)
         finally:
             ex.close()
     loaded = {s: (min(a for a, _ in ps), min(b for _, b in ps)) for s, ps in pairs.items()}
-    return Contention(n, cores, membw, times, loaded, queue, k, gil, loaded_pairs=pairs, handoff=handoff)
+    return Contention(
+        n,
+        cores,
+        membw,
+        times,
+        loaded,
+        queue,
+        k,
+        gil,
+        loaded_pairs=pairs,
+        handoff=handoff,
+        gil_loop_wait=loop_wait,
+    )
 
 
 def measure_stage_contention(
@@ -409,8 +425,8 @@ def measure_stage_contention(
 ) -> Contention:
     """At one more size, what each stage meets beside others, as measure_contention
     times it at its own: the driver's stages beside the pressure load, the device's
-    pairings and results coming back (not the k-at-once syntheses, the host's bandwidth
-    or the interpreter lock, which are the host's and read once).  A stage's share of
+    pairings, the interpreter lock and results coming back (not the k-at-once syntheses
+    or the host's bandwidth, which are the host's and read once).  A stage's share of
     the device and its sensitivity to busy cores change with its size: a launch loop of
     13 ms at 2^20 is more of its own host work than one of 58 ms at 2^22 (the thirtieth
     lease's b_g2_msm at 2^20, read with 2^22's shares, 20-34% fast), and one pairing read
@@ -424,11 +440,24 @@ def measure_stage_contention(
         try:
             pairs = measure_pressure(ex, pool, settings.circuit, n, k, log)
             queue = measure_device_queue(ex, n, log)
+            gil, loop_wait = measure_gil(ex, n, log)
             handoff = measure_handoff(ex, n, log)
         finally:
             ex.close()
     loaded = {s: (min(a for a, _ in ps), min(b for _, b in ps)) for s, ps in pairs.items()}
-    return Contention(n, cores, membw_gbps, {}, loaded, queue, k, loaded_pairs=pairs, handoff=handoff)
+    return Contention(
+        n,
+        cores,
+        membw_gbps,
+        {},
+        loaded,
+        queue,
+        k,
+        gil,
+        loaded_pairs=pairs,
+        handoff=handoff,
+        gil_loop_wait=loop_wait,
+    )
 
 
 #: Rounds of k syntheses at once that measure_contention averages, per k.
@@ -686,22 +715,97 @@ class _BytecodeLoop:
         return (self.rounds - r0) / (time.perf_counter() - t0)
 
 
+class _WakeProbe:
+    """A thread that asks for the interpreter lock at random moments and notes how long
+    each ask waited, like a shopper timing the queue at random visits: it sleeps a
+    short random while (exponential: its visits fall at random in anyone's pattern),
+    and on waking it needs the lock back, so how late it wakes beyond its own lateness
+    alone is the wait a request for the lock meets then.  It holds the lock for a few
+    microseconds a visit, so it barely slows what it watches."""
+
+    def __init__(self, mean_sleep: float = 3e-4, seed: int = 0) -> None:
+        self.mean_sleep = mean_sleep
+        self.wakes: list[tuple[float, float]] = []  # (when it woke, how late)
+        self._stop = threading.Event()
+        self._rng = np.random.default_rng(seed)
+        self._thread = threading.Thread(target=self._run, name="wake_probe", daemon=True)
+
+    def _run(self) -> None:
+        sleeps = iter(self._rng.exponential(self.mean_sleep, 1 << 22))
+        wakes, now, sleep = self.wakes, time.perf_counter, time.sleep
+        while not self._stop.is_set():
+            dt = next(sleeps)
+            t = now()
+            sleep(dt)
+            woke = now()
+            wakes.append((woke, woke - t - dt))
+
+    def __enter__(self) -> _WakeProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def mean_late(self, a: float, b: float) -> float | None:
+        """Mean lateness of the wakes between a and b (None: none fell there)."""
+        late = [x for t, x in self.wakes if a <= t <= b]
+        return statistics.fmean(late) if late else None
+
+
 def measure_gil(
     ex: Any, n: int, log: Callable[[str], None], repeats: int = 6
-) -> dict[str, tuple[float, float, float]]:
-    """Each driver stage (PRESSURE_STAGES) on a fresh partition, alone and beside a
-    thread of pure Python (`_BytecodeLoop`): stage -> (fastest alone, fastest beside, the
-    share of its rounds the loop lost while the stage ran, the median of `repeats`).
-    How much the stage needs the lock slows the loop, how much it is bound to it is its
-    own slowdown: fitted into the `gil` resource by simgpu.calibrate.fit.fit_gil."""
+) -> tuple[dict[str, tuple[float, float, float, float]], float]:
+    """How each driver stage (PRESSURE_STAGES) shares the interpreter lock, on fresh
+    partitions, and the wait a request for the lock meets beside a thread of pure
+    Python (the interpreter's switch interval, as this host serves it).  Returns
+    (stage -> (fastest alone, fastest beside that thread, the share of its rounds the
+    thread lost while the stage ran, the mean wait a request for the lock met while the
+    stage ran), the thread's wait), medians of `repeats` where not the fastest.
+
+    The lock is handed over per request, like a single-key washroom: a thread that let
+    it go (at a CUDA call, a compiled loop's release) asks again, and waits for
+    whoever holds it to let go.  Beside the thread of pure Python (`_BytecodeLoop`) every
+    ask waits the loop's whole wait, so a stage's slowdown there counts its asks; a
+    `_WakeProbe` beside the stage alone times the wait the stage makes others' asks
+    meet.  simgpu.calibrate.fit.fit_gil reads the two into the `gil` resource."""
     seeds = iter(range(1700, 10**9))
     alone: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
     beside: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
     held: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
+    waits: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
+    loop_waits: list[float] = []
     _driver_chain(ex, n, next(seeds))  # warm
-    for _ in range(repeats):
+    for rep in range(repeats):
         for stage, dt in _driver_chain(ex, n, next(seeds)).items():
             alone[stage].append(dt)
+        spans: dict[str, tuple[float, float]] = {}
+
+        def spanned(stage: str, run: Callable[[], Any], spans: dict[str, tuple[float, float]] = spans) -> Any:
+            t = time.perf_counter()
+            try:
+                return run()
+            finally:
+                spans[stage] = (t, time.perf_counter())
+
+        with _WakeProbe(seed=rep) as probe:
+            time.sleep(0.05)  # its lateness with nothing else asking
+            t_base = time.perf_counter()
+            _driver_chain(ex, n, next(seeds), spanned)
+            with _BytecodeLoop():
+                time.sleep(0.002)
+                t_loop = time.perf_counter()
+                time.sleep(0.05)
+                t_end = time.perf_counter()
+        base = probe.mean_late(t_base - 0.05, t_base) or 0.0
+        loop_late = probe.mean_late(t_loop, t_end)
+        if loop_late is not None:
+            loop_waits.append(max(0.0, loop_late - base))
+        for stage, (a, b) in spans.items():
+            late = probe.mean_late(a, b)
+            if late is not None:
+                waits[stage].append(max(0.0, late - base))
         with _BytecodeLoop() as loop:
             free_rate = loop.rate(0.05)
 
@@ -716,10 +820,18 @@ def measure_gil(
 
             for stage, dt in _driver_chain(ex, n, next(seeds), around).items():
                 beside[stage].append(dt)
-    out = {s: (min(alone[s]), min(beside[s]), statistics.median(held[s])) for s in PRESSURE_STAGES}
-    for s, (a, b, d) in out.items():
-        log(f"  {s}: {a * 1e3:.1f} ms alone, {b * 1e3:.1f} ms beside a Python thread, which lost {d:.0%}")
-    return out
+    out = {
+        s: (min(alone[s]), min(beside[s]), statistics.median(held[s]), statistics.median(waits[s] or [0.0]))
+        for s in PRESSURE_STAGES
+    }
+    loop_wait = statistics.median(loop_waits) if loop_waits else 0.0
+    log(f"  a request for the interpreter lock beside a Python thread waits {loop_wait * 1e3:.2f} ms")
+    for s, (a, b, d, w) in out.items():
+        log(
+            f"  {s}: {a * 1e3:.1f} ms alone, {b * 1e3:.1f} ms beside a Python thread, which lost {d:.0%};"
+            f" a request beside it waits {w * 1e6:.0f} us"
+        )
+    return out, loop_wait
 
 
 def measure_beside_prep(

@@ -90,7 +90,8 @@ def contention_of(doc: dict[str, Any]) -> Contention:
             for k, (a, b) in cal.get("device_queue", {}).items()
         },
         pressure_load=load,
-        gil={s: (float(a), float(b), float(d)) for s, (a, b, d) in rec.get("gil", {}).items()},
+        gil={s: _gil_row(v) for s, v in rec.get("gil", {}).items()},
+        gil_loop_wait=float(rec.get("gil_loop_wait", 0.0)),
         loaded_pairs={
             s: [(float(a), float(b)) for a, b in ps] for s, ps in rec.get("pressure_pairs", {}).items()
         },
@@ -99,6 +100,13 @@ def contention_of(doc: dict[str, Any]) -> Contention:
             for s, rows in rec.get("handoff", {}).items()
         },
     )
+
+
+def _gil_row(v: list[float]) -> tuple[float, float, float, float]:
+    """A stored interpreter-lock row; those calibrated before the waits were timed have
+    three values (the wait reads 0: not measured)."""
+    a, b, d, *w = (float(x) for x in v)
+    return a, b, d, (w[0] if w else 0.0)
 
 
 def refit_uses(doc: dict[str, Any], gil: bool = False, device_law: str | None = None) -> None:

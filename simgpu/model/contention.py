@@ -49,8 +49,8 @@ flatten.  ``knee`` and ``loss`` are a profile's; without them a resource does no
 `through` (("h2d", d) -> "membw") puts its jobs' demand on the other resource as well,
 and their bound fraction stretches by the slower of the two links.
 
-**Bursts.**  A lock-like resource (the driver's interpreter lock, its one reader of
-results) is held in short bursts: a job's bursts collide with the others' at random,
+**Bursts.**  A lock-like resource (the driver's one reader of results) is held in
+short bursts: a job's bursts collide with the others' at random,
 whether or not the demands add up to more than the capacity, so there a job's factor is
 1 + (L_r - own demand) / C_r.
 
@@ -73,6 +73,18 @@ however few cores are busy.  A result on its way back draws 1; a driver stage's 
 is how much longer each one beside it makes the stage, as ``simgpu calibrate`` times
 it (the stage alone and beside results coming back; 0 where it finds no such slowing,
 as on the one lease that has measured it).
+
+**The interpreter lock** (`gil`) is scaling too, read as hand-overs, like a
+single-key washroom: a driver thread lets the lock go at every CUDA call or compiled
+loop and asks for it back, and each ask waits for whoever holds it then to let go.  A
+stage's bound is how many asks it makes a millisecond of its time alone, its demand the
+mean wait (ms) an ask from another thread meets while it runs (capacity 1 ms), so
+beside stages whose waits add up to W it takes 1 + bound x W times as long.  A stage of
+pure Python lets go only when made to, after the interpreter's switch interval (5 ms),
+so beside it a launch loop of a hundred asks in 14 ms nearly stops, while two launch
+loops, whose holds are microseconds, barely slow each other.  ``simgpu calibrate``
+counts each stage's asks beside a thread of pure Python and times its waits with a
+probe that asks at random moments (simgpu.calibrate.measure.measure_gil).
 
 Speeds change only when a job starts or ends; between those instants every job's
 remaining work shrinks linearly, so the next completion is known exactly and one

@@ -59,14 +59,16 @@ STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
 #: Fr of BLS12-381 has 2-adicity 32: no radix-2 NTT domain is larger than 2^32.
 MAX_CONSTRAINTS = 1 << 32
 #: Host resources: memory bandwidth (GB/s), cores, the driver process's interpreter lock
-#: (`gil`, capacity 1: a prover driven from Python runs its stages' Python parts one at a
-#: time, whichever thread they are on), the driver's channel for results coming back
-#: from worker processes (`driver_rx`, capacity 1: one thread reads them all, in turn),
-#: the pressure busy cores put on each other below saturation (`pressure`, capacity
-#: the cores: a stage's demand is the cores it keeps busy, its bound how much the others'
-#: busy cores slow it; simgpu.model.contention, "Pressure"), and the results coming back
-#: into the driver's process (`handoff`, capacity 1: a result on its way back draws 1, a
-#: driver stage's bound is how much each one slows it; the same law as `pressure`).
+#: (`gil`, capacity 1 ms: a stage's demand is the wait (ms) a request for the lock meets
+#: while it runs, its bound the requests it makes a millisecond of its time, so beside
+#: others it takes 1 + bound x their waits times as long; simgpu.model.contention, "The
+#: interpreter lock"), the driver's channel for results coming back from worker
+#: processes (`driver_rx`, capacity 1: one thread reads them all, in turn), the pressure
+#: busy cores put on each other below saturation (`pressure`, capacity the cores: a
+#: stage's demand is the cores it keeps busy, its bound how much the others' busy cores
+#: slow it; simgpu.model.contention, "Pressure"), and the results coming back into the
+#: driver's process (`handoff`, capacity 1: a result on its way back draws 1, a driver
+#: stage's bound is how much each one slows it; the same law as `pressure`).
 HOST_RESOURCES = ("membw", "cores", "gil", "driver_rx", "pressure", "handoff")
 #: The host resources shared burst by burst (the fluid share's `bursty`): the others'
 #: load slows a job whether or not it adds up to the capacity.  The result channel is
@@ -74,8 +76,9 @@ HOST_RESOURCES = ("membw", "cores", "gil", "driver_rx", "pressure", "handoff")
 #: are that share of its trip), and meets the others' receives at random.
 BURSTY_RESOURCES = ("gil", "driver_rx", "pressure", "handoff")
 #: The resources whose bound is a sensitivity that scales a stage's whole time (the fluid
-#: share's `scaling`), not a share of it: left out of the bounds that add up to 1.
-SCALING_RESOURCES = ("pressure", "handoff")
+#: share's `scaling`), not a share of it: left out of the bounds that add up to 1, and
+#: not held below 1 (the interpreter lock's is a rate: requests a millisecond).
+SCALING_RESOURCES = ("gil", "pressure", "handoff")
 DEVICE_RESOURCES = ("gpu", "h2d")
 
 # --------------------------------------------------------------------- stage specs
@@ -317,26 +320,25 @@ def _is_number(law: Law | PointsLaw) -> bool:
 
 def uses_at(uses: Mapping[str, UseLaw], n: int, where: str, strict: bool = False) -> dict[str, Use]:
     """The uses at size n.  A law's bound is a fraction, so it is kept within [0, 1]; where
-    laws (extrapolated beyond the sizes they were measured at) add up to more than 1, the
-    interpreter share stands and the other bounds are scaled into what it leaves.  A
-    bound on a scaling resource (pressure) is a sensitivity, not a share: not added in.  With
-    `strict` (plain numbers, checked as the profile loads) any such slip is an error."""
+    laws (extrapolated beyond the sizes they were measured at) add up to more than 1,
+    they are scaled down to 1 together.  A bound on a scaling resource (the interpreter
+    lock, pressure, results coming back) is a sensitivity, not a share: not added in, and
+    only kept above 0.  With `strict` (plain numbers, checked as the profile loads) any
+    such slip is an error."""
     out = {}
     for res, law in uses.items():
         use = law.at(n)
-        if strict and (use.demand < 0 or not 0 <= use.bound <= 1):
-            raise UserError(f"{where}.{res}: demand >= 0 and 0 <= bound <= 1 required")
+        scaling = res in SCALING_RESOURCES
+        if strict and (use.demand < 0 or use.bound < 0 or (not scaling and use.bound > 1)):
+            need = "bound >= 0" if scaling else "0 <= bound <= 1"
+            raise UserError(f"{where}.{res}: demand >= 0 and {need} required")
         # (a law fitted or extrapolated can land a rounding below 0)
-        out[res] = Use(use.demand, min(1.0, max(0.0, use.bound)))
+        out[res] = Use(use.demand, max(0.0, use.bound if scaling else min(1.0, use.bound)))
     total = sum(u.bound for r, u in out.items() if r not in SCALING_RESOURCES)
     if total > 1.0 + 1e-9:
         if strict:
             raise UserError(f"{where}: the bound fractions add up to more than 1")
-        gil = out["gil"].bound if "gil" in out else 0.0
-        rest = total - gil
-        scale = (1.0 - gil) / rest if rest > 0 else 0.0
-        keep = ("gil", *SCALING_RESOURCES)
-        out = {r: u if r in keep else Use(u.demand, u.bound * scale) for r, u in out.items()}
+        out = {r: u if r in SCALING_RESOURCES else Use(u.demand, u.bound / total) for r, u in out.items()}
     return out
 
 
