@@ -23,7 +23,10 @@ the table to --out (out/gpu-validation.md; a lease's section of docs/validation-
 quotes it): throughput, GPU busy, every stage's mean time under
 load, peak VRAM and the OOM outcome, each with its error, beside the spread of the
 repeats; and checks that every pair of configurations whose real throughputs differ by
-more than that spread is ranked the same way by the model.
+more than that spread is ranked the same way by the model.  Two readings set the host's
+drift apart from the model's error: `--host-scaled` predicts each run for the all-core
+factor during it, `--anchored` each run measured with `--anchor` with its driver stages'
+times alone as timed just before it.
 """
 
 from __future__ import annotations
@@ -484,6 +487,7 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         *_anchors(table, prof),
         *_error_by_host_factor(table, args.host_watch, args.calibrate_span),
         *(_host_scaled(table, prof, args) if args.host_scaled else []),
+        *(_anchored(table, prof, args) if args.anchored else []),
     ]
     pairs, wrong = 0, []
     for a, b in itertools.combinations(sorted(real), 2):
@@ -713,28 +717,76 @@ def _anchors(table: list, prof: Any) -> list[str]:
     by_size: dict[int, list[dict[str, float]]] = {}
     for r, _ in table:
         if r.get("anchor_s"):
-            by_size.setdefault(r["constraints"], []).append(r["anchor_s"])
+            ratios = anchor_ratios(prof, r["constraints"], r["anchor_s"])
+            by_size.setdefault(r["constraints"], []).append(ratios)
     if not by_size:
         return []
     parts = []
-    for n, anchors in sorted(by_size.items()):
-        res = prof.resolve(n)
-        ratios = []
-        for st in (*PRESSURE_STAGES, TRIP):  # what an anchor (measure._driver_chain) times
-            xs = [a[st] for a in anchors if a.get(st)]
-            name, i = ("synthesis", 1) if st == TRIP else (st, None)
-            if not xs or name not in res.stages:
-                continue
-            phases = res.stages[name].phases
-            alone = phases[i].seconds if i is not None and len(phases) > i else sum(p.seconds for p in phases)
-            if alone > 0:
-                ratios.append(f"{st} {statistics.median(xs) / alone:.2f}x")
-        parts.append(f"2^{n.bit_length() - 1} ({len(anchors)} runs): {', '.join(ratios)}")
+    for n, each in sorted(by_size.items()):
+        ratios = [
+            f"{st} {statistics.median(xs):.2f}x"
+            for st in (*PRESSURE_STAGES, TRIP)
+            if (xs := [a[st] for a in each if st in a])
+        ]
+        parts.append(f"2^{n.bit_length() - 1} ({len(each)} runs): {', '.join(ratios)}")
     return [
         "Each driver stage alone just before each run (`--anchor`), median over the runs, "
         "against the profile's time alone: " + "; ".join(parts) + ".",
         "",
     ]
+
+
+def _per_run(
+    table: list, prof: Any, args: argparse.Namespace, profile_for: Any
+) -> tuple[dict[str, float], dict[str, dict[str, list[tuple[float, float]]]]]:
+    """Each completed run predicted with the profile `profile_for(run)` gives it (None:
+    left out), the predictions cached by the profile's key; per configuration, the mean
+    of those predictions against the mean of its runs' real throughputs (the error), and
+    each stage's (predicted, measured) means per run."""
+    got: dict[str, list[tuple[float, float]]] = {}
+    # label -> stage -> (predicted for the run, measured) per completed run
+    stage_got: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    cache: dict[tuple, dict] = {}
+    for r, c in table:
+        thr = c["throughput (s/proof)"]
+        if not thr["measured"] or c["proofs failed"]["measured"] or c["OOM"]["p"] >= 0.5:
+            continue
+        made = profile_for(r)
+        if made is None:
+            continue
+        variant, tag = made
+        key = (r["constraints"], r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"], tag)
+        if key not in cache:
+            n = r["constraints"]
+            cfg = config_of(args, r["gpu_workers"], r["concurrency"], r["vram_cap"])
+            wl = Workload(f"groth16-n{n}", args.partitions, n)
+            p = predict(variant, cfg, wl, resolve_design(r["design"]), runs=args.runs)
+            cache[key] = p.aggregate()
+        got.setdefault(r["label"], []).append((cache[key]["throughput_s_per_proof"], thr["measured"]))
+        for st in STAGES:
+            pred = cache[key].get("stages", {}).get(st, {}).get("mean_s")
+            real = (c.get(f"{st} mean (s)") or {}).get("measured")
+            if pred and real:
+                stage_got.setdefault(r["label"], {}).setdefault(st, []).append((pred, real))
+    err = {
+        label: statistics.mean(p for p, _ in v) / statistics.mean(m for _, m in v) - 1
+        for label, v in got.items()
+    }
+    return err, stage_got
+
+
+def _error_summary(table: list, err: dict[str, float]) -> str:
+    """median and max of the errors, and each by size."""
+    size = {r["label"]: r["constraints"].bit_length() - 1 for r, _ in table}
+    by_size = ", ".join(
+        f"2^{k}: {', '.join(f'{lab} {_pct(e)}' for lab, e in sorted(err.items()) if size[lab] == k)}"
+        for k in sorted({size[lab] for lab in err})
+    )
+    errs = [abs(e) for e in err.values()]
+    return (
+        f"median {100 * statistics.median(errs):.1f}%, max {100 * max(errs):.1f}% over {len(err)} "
+        f"configurations; {by_size}"
+    )
 
 
 def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
@@ -750,53 +802,24 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
     fastest = min(ms for _, _, ms in rows)
     t0, t1 = (float(x) for x in args.calibrate_span.split(","))
     at_cal = mean_factor([x for x in rows if t0 <= x[0] <= t1], fastest)
-    got: dict[str, list[tuple[float, float]]] = {}
-    # label -> stage -> (predicted for the run's host, measured) per completed run
-    stage_got: dict[str, dict[str, list[tuple[float, float]]]] = {}
-    cache: dict[tuple, dict] = {}
     factors: list[float] = []
     elasticity: dict[int, dict[str, float]] = {}
-    for r, c in table:
-        thr, wall = c["throughput (s/proof)"], r.get("wall_s")
-        if not wall or not thr["measured"] or c["proofs failed"]["measured"] or c["OOM"]["p"] >= 0.5:
-            continue
-        during = [x for x in rows if wall[0] <= x[0] <= wall[1]]
+
+    def profile_for(r: dict) -> tuple[Any, float] | None:
+        wall = r.get("wall_s")
+        during = [x for x in rows if wall[0] <= x[0] <= wall[1]] if wall else []
         if not during:
-            continue
+            return None
         factor = round(mean_factor(during, fastest) / at_cal, 2)
         factors.append(factor)
-        key = (r["constraints"], r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"], factor)
-        if key not in cache:
-            n = r["constraints"]
-            cfg = config_of(args, r["gpu_workers"], r["concurrency"], r["vram_cap"])
-            if n not in elasticity:  # the files read once a size
-                elasticity[n] = read_elasticity(args.host_elasticity, n) if args.host_elasticity else {}
-            p = predict(
-                on_host(prof, factor, elasticity[n]),
-                cfg,
-                Workload(f"groth16-n{n}", args.partitions, n),
-                resolve_design(r["design"]),
-                runs=args.runs,
-            )
-            cache[key] = p.aggregate()
-        got.setdefault(r["label"], []).append((cache[key]["throughput_s_per_proof"], thr["measured"]))
-        for st in STAGES:
-            pred = cache[key].get("stages", {}).get(st, {}).get("mean_s")
-            real = (c.get(f"{st} mean (s)") or {}).get("measured")
-            if pred and real:
-                stage_got.setdefault(r["label"], {}).setdefault(st, []).append((pred, real))
-    if not got:
+        n = r["constraints"]
+        if n not in elasticity:  # the files read once a size
+            elasticity[n] = read_elasticity(args.host_elasticity, n) if args.host_elasticity else {}
+        return on_host(prof, factor, elasticity[n]), factor
+
+    err, stage_got = _per_run(table, prof, args, profile_for)
+    if not err:
         return []
-    err = {
-        label: statistics.mean(p for p, _ in v) / statistics.mean(m for _, m in v) - 1
-        for label, v in got.items()
-    }
-    size = {r["label"]: r["constraints"].bit_length() - 1 for r, _ in table}
-    by_size = ", ".join(
-        f"2^{k}: {', '.join(f'{lab} {_pct(e)}' for lab, e in sorted(err.items()) if size[lab] == k)}"
-        for k in sorted({size[lab] for lab in err})
-    )
-    errs = [abs(e) for e in err.values()]
     return [
         "Each completed run predicted for the host it ran on (`--host-scaled`: "
         + (
@@ -806,8 +829,66 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         )
         + "the all-core factor during it over calibrate's, "
         f"{min(factors):.2f}-{max(factors):.2f} here; contention as calibrated): "
-        f"median {100 * statistics.median(errs):.1f}%, max {100 * max(errs):.1f}% over {len(err)} "
-        f"configurations; {by_size}.",
+        f"{_error_summary(table, err)}.",
+        "",
+        *_stages_on_host(stage_got),
+    ]
+
+
+def on_anchor(prof: Any, ratios: dict[str, float]) -> Any:
+    """`prof` with each driver stage's time alone as a run's anchor read it: every phase
+    of a stage named in `ratios` (stage -> the anchor over the profile's time alone) takes
+    that ratio times its time, and synthesis's transfer phase the trip's (TRIP); synthesis's
+    compute, which no anchor times, stays as calibrated, and so does every contention use."""
+
+    def scaled(st: Any) -> Any:
+        def phase(ph: Any) -> Any:
+            f = ratios.get(TRIP if st.name == "synthesis" and ph.name == "transfer" else st.name)
+            return ph if f is None else dataclasses.replace(ph, time=Scaled(ph.time, f))
+
+        return dataclasses.replace(st, phases=tuple(phase(ph) for ph in st.phases))
+
+    return dataclasses.replace(prof, stages={name: scaled(st) for name, st in prof.stages.items()})
+
+
+def anchor_ratios(prof: Any, n: int, anchor: dict[str, float]) -> dict[str, float]:
+    """Each anchored stage's time just before a run over the profile's time alone at n
+    (the trip: synthesis's transfer phase)."""
+    res = prof.resolve(n)
+    out = {}
+    for st in (*PRESSURE_STAGES, TRIP):  # what an anchor (measure._driver_chain) times
+        name, i = ("synthesis", 1) if st == TRIP else (st, None)
+        if not anchor.get(st) or name not in res.stages:
+            continue
+        phases = res.stages[name].phases
+        alone = phases[i].seconds if i is not None and len(phases) > i else sum(p.seconds for p in phases)
+        if alone > 0:
+            out[st] = anchor[st] / alone
+    return out
+
+
+def _anchored(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
+    """Each completed run that carries an anchor predicted with its driver stages' times
+    alone as the anchor read them just before it (on_anchor): what is left of the error
+    once the host's drift, as each stage alone met it, is taken out, with no parameter
+    fitted.  The anchored runs alone are compared, so configurations run without anchors
+    are left out."""
+
+    def profile_for(r: dict) -> tuple[Any, tuple] | None:
+        if not r.get("anchor_s"):
+            return None
+        ratios = anchor_ratios(prof, r["constraints"], r["anchor_s"])
+        return on_anchor(prof, ratios), tuple(sorted((k, round(v, 3)) for k, v in ratios.items()))
+
+    err, stage_got = _per_run(table, prof, args, profile_for)
+    if not err:
+        return []
+    plain, _ = _per_run(table, prof, args, lambda r: (prof, "as calibrated") if r.get("anchor_s") else None)
+    return [
+        "Each anchored run predicted with its driver stages' times alone as its anchor read "
+        "them (`--anchored`; synthesis's compute and every contention use as calibrated), "
+        f"against those runs alone: {_error_summary(table, err)}.  The same runs predicted "
+        f"as calibrated: {_error_summary(table, plain)}.",
         "",
         *_stages_on_host(stage_got),
     ]
@@ -931,6 +1012,12 @@ def main() -> None:
         action="store_true",
         help="predict: also each run for the host it ran on, its CPU stages scaled by the all-core "
         "factor during it over calibrate's (with --host-watch and --calibrate-span)",
+    )
+    ap.add_argument(
+        "--anchored",
+        action="store_true",
+        help="predict: also each run measured with --anchor with its driver stages' times alone as "
+        "its anchor read them (the host's drift as each stage alone met it, taken out)",
     )
     ap.add_argument(
         "--host-elasticity",

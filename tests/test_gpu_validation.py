@@ -105,3 +105,25 @@ def test_the_anchors_are_read_against_the_profiles_time_alone():
     (line, _) = gpu_validation._anchors(table, prof)
     assert "2^20 (2 runs): prep 1.30x." in line
     assert gpu_validation._anchors(table[2:], prof) == []  # none anchored: nothing said
+
+
+def test_an_anchored_run_is_predicted_with_the_host_its_anchor_met():
+    """`predict --anchored` gives each anchored run the profile with every driver stage's
+    time alone as its anchor read it: prep timed at twice the profile's alone takes twice
+    as long in the variant, the trip back (synthesis's transfer phase) by its own ratio,
+    synthesis's compute and every other stage as calibrated."""
+    from simgpu.calibrate.measure import TRIP
+    from simgpu.profile import load_profile
+
+    prof = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml")
+    n = 1 << 20
+    res = prof.resolve(n)
+    prep = sum(p.seconds for p in res.stages["prep"].phases)
+    compute, trip = (p.seconds for p in res.stages["synthesis"].phases)
+    ratios = gpu_validation.anchor_ratios(prof, n, {"prep": 2 * prep, TRIP: 1.5 * trip})
+    assert ratios == {"prep": pytest.approx(2.0), TRIP: pytest.approx(1.5)}
+    got = gpu_validation.on_anchor(prof, ratios).resolve(n)
+    assert sum(p.seconds for p in got.stages["prep"].phases) == pytest.approx(2 * prep)
+    assert [p.seconds for p in got.stages["synthesis"].phases] == pytest.approx([compute, 1.5 * trip])
+    kernels = [p.seconds for p in res.stages["kernels"].phases]
+    assert [p.seconds for p in got.stages["kernels"].phases] == pytest.approx(kernels)
