@@ -37,11 +37,19 @@ def contention_from_log(text: str) -> dict:
     }
 
 
-def _with_record(src: Path, out: Path, fastest: bool, queue: str | None) -> Path:
+def _with_record(src: Path, out: Path, fastest: bool, queue: str | None, gil: str | None = None) -> Path:
     """`src` with its calibration record changed as asked, written beside `out` (the
     refit then reads it as it reads any profile)."""
     doc = tomllib.loads(src.read_text())
     cal = doc["calibration"]
+    if gil:
+        records = [cal["contention"], *cal.get("contention_at", {}).values()]
+        for n, got in json.loads(Path(gil).read_text()).items():
+            rec = next((r for r in records if int(r["constraints"]) == int(n)), None)
+            if rec is None:
+                raise SystemExit(f"{src} has no contention record at {n} constraints for --gil-readings")
+            rec["gil"] = got["gil"]
+            rec["gil_loop_wait"], rec["gil_burst_wait"] = got["waits"]
     if fastest:
         cal.get("contention", {}).pop("pressure_pairs", None)
     if queue:
@@ -76,14 +84,19 @@ def main() -> None:
         "the calls' pairs (the pairs are dropped from the record)",
     )
     ap.add_argument(
+        "--gil-readings",
+        help="the interpreter lock's readings of experiments/gil_handover.py --json in place of the "
+        "profile's, size by size",
+    )
+    ap.add_argument(
         "--device-queue",
         help="the device pairings of experiments/device_queue_at.py --json (another size's) in place "
         "of the ones calibrate timed",
     )
     args = ap.parse_args()
     src = Path(args.profile)
-    if args.pressure_fastest or args.device_queue:
-        src = _with_record(src, Path(args.out), args.pressure_fastest, args.device_queue)
+    if args.pressure_fastest or args.device_queue or args.gil_readings:
+        src = _with_record(src, Path(args.out), args.pressure_fastest, args.device_queue, args.gil_readings)
     has = "contention" in tomllib.loads(src.read_text())["calibration"]
     if not has and not args.log:
         raise SystemExit(f"{src} has no [calibration.contention]: give --log, the lease's calibrate log")

@@ -399,7 +399,7 @@ def stage_uses_over(
                 c,
                 synthesis=first.synthesis,
                 gil=c.gil or first.gil,
-                gil_loop_wait=c.gil_loop_wait or first.gil_loop_wait,
+                gil_waits=c.gil_waits if c.gil else first.gil_waits,
                 membw_gbps=first.membw_gbps,
             ),
             h2d_gbps,
@@ -454,10 +454,13 @@ def contention_record(c: Contention) -> dict[str, Any]:
         "membw_gbps": round(c.membw_gbps, 2),
         "synthesis_at_once": {str(k): round(v, 6) for k, v in sorted(c.synthesis.items())},
         # stage -> [alone, beside a Python thread, the share of its rounds that thread
-        # lost, the wait a request for the interpreter lock met beside it]
+        # lost, the wait a request for the interpreter lock met beside it, beside a
+        # bursty Python thread]
         **({"gil": {s: [round(x, 7) for x in v] for s, v in c.gil.items()}} if c.gil else {}),
-        # the wait a request for the lock met beside the Python thread (seconds)
-        **({"gil_loop_wait": round(c.gil_loop_wait, 7)} if c.gil_loop_wait else {}),
+        # the wait a request for the lock met beside the Python thread, and beside the
+        # bursty one (seconds)
+        **({"gil_loop_wait": round(c.gil_waits[0], 7)} if c.gil_waits[0] else {}),
+        **({"gil_burst_wait": round(c.gil_waits[1], 7)} if c.gil_waits[1] else {}),
         # stage -> each repeat's [alone, beside the pressure load], back to back
         **(
             {

@@ -302,23 +302,29 @@ def fit_gil(c: Contention, pressure: dict[str, float]) -> dict[str, dict[str, In
     resource of capacity 1 ms; simgpu.model.contention, "The interpreter lock"), read
     from simgpu.calibrate.measure.measure_gil as hand-overs:
 
-    * its **asks** (the bound, asks per millisecond of its time alone): beside the thread
-      of pure Python every ask waits that thread's wait w_loop, so the stage's time
-      there, less the pressure of the one core the thread keeps busy (1 + its
-      sensitivity / C), is its time alone plus asks x w_loop;
+    * its **asks** (the bound, asks per millisecond of its time alone): beside a thread
+      of Python each ask waits that thread's wait w, so the stage's time there, less the
+      pressure of the core the thread keeps busy (1 + its sensitivity / C), is its time
+      alone plus asks x w.  Read beside the bursty thread where calibrate timed it, whose
+      waits are the pipeline's (tens of microseconds): the asks a launch loop's queued
+      work cannot cover; else beside the continuous one, every ask;
     * the **wait** an ask from another thread meets while it runs (the demand, ms), as
       the probe timed it beside the stage alone.
 
     Beside stages whose waits add up to W (ms), a stage of b asks a millisecond takes
     1 + b W times as long.  Where calibrate did not time the waits (profiles calibrated
-    before it did) every demand is 0, and w_loop is CPython's default switch interval."""
-    loop_wait = c.gil_loop_wait if c.gil_loop_wait > 0 else DEFAULT_SWITCH_INTERVAL
+    before it did) every demand is 0, and the continuous thread's wait is CPython's
+    default switch interval."""
+    loop_wait, burst_wait = c.gil_waits
     out: dict[str, dict[str, Inline]] = {}
-    for stage, (alone, beside, _lost, wait) in c.gil.items():
+    for stage, (alone, beside, _lost, wait, bursty) in c.gil.items():
         if alone <= 0:
             continue
-        lost = beside / (1 + pressure.get(stage, 0.0) / max(1, c.cores)) - alone
-        asks = max(0.0, lost) / loop_wait
+        if bursty > 0 and burst_wait > 0:
+            t, w = bursty, burst_wait
+        else:
+            t, w = beside, loop_wait if loop_wait > 0 else DEFAULT_SWITCH_INTERVAL
+        asks = max(0.0, t / (1 + pressure.get(stage, 0.0) / max(1, c.cores)) - alone) / w
         out[stage] = {
             "gil": Inline(demand=round(max(0.0, wait) * 1e3, 5), bound=round(asks / (alone * 1e3), 4))
         }

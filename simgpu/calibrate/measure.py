@@ -354,8 +354,8 @@ class Contention:
     pressure_load: int = 0
     #: stage -> (alone, beside a thread of pure Python, the share of its rounds that
     #: thread lost while the stage ran, the mean wait a request for the interpreter lock
-    #: met beside it: 0 where not measured); measure_gil
-    gil: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
+    #: met beside it, beside a bursty thread of Python; each 0 where not measured); measure_gil
+    gil: dict[str, tuple[float, float, float, float, float]] = field(default_factory=dict)
     #: stage -> each repeat's (alone, beside) in the order measured, the two calls back to
     #: back; empty where not kept (profiles calibrated before they were)
     loaded_pairs: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
@@ -364,8 +364,9 @@ class Contention:
     #: where not measured (profiles calibrated before it was)
     handoff: dict[str, list[tuple[float, float, float, float]]] = field(default_factory=dict)
     #: the wait a request for the interpreter lock meets beside a thread of pure Python
-    #: (seconds; 0 where not measured: profiles calibrated before measure_gil timed it)
-    gil_loop_wait: float = 0.0
+    #: and beside a bursty one (seconds; 0 where not measured: profiles calibrated
+    #: before measure_gil timed them)
+    gil_waits: tuple[float, float] = (0.0, 0.0)
 
 
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
@@ -400,7 +401,7 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
             k = max(1, cores // 2)  # a pipeline's load: below saturation, where pressure shows
             pairs = measure_pressure(ex, pool, settings.circuit, n, k, log)
             queue = measure_device_queue(ex, n, log)
-            gil, loop_wait = measure_gil(ex, n, log)
+            gil, gil_waits = measure_gil(ex, n, log)
             handoff = measure_handoff(ex, n, log)
         finally:
             ex.close()
@@ -416,7 +417,7 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
         gil,
         loaded_pairs=pairs,
         handoff=handoff,
-        gil_loop_wait=loop_wait,
+        gil_waits=gil_waits,
     )
 
 
@@ -440,7 +441,7 @@ def measure_stage_contention(
         try:
             pairs = measure_pressure(ex, pool, settings.circuit, n, k, log)
             queue = measure_device_queue(ex, n, log)
-            gil, loop_wait = measure_gil(ex, n, log)
+            gil, gil_waits = measure_gil(ex, n, log)
             handoff = measure_handoff(ex, n, log)
         finally:
             ex.close()
@@ -456,7 +457,7 @@ def measure_stage_contention(
         gil,
         loaded_pairs=pairs,
         handoff=handoff,
-        gil_loop_wait=loop_wait,
+        gil_waits=gil_waits,
     )
 
 
@@ -681,24 +682,38 @@ def measure_handoff(
 
 
 class _BytecodeLoop:
-    """A thread that runs pure Python bytecode until stopped, holding the interpreter
-    lock but at the switch interval, counting its rounds: what another driver thread's
-    Python costs a stage (its slowdown beside it), and what a stage's Python costs the
-    others (the loop's rounds lost while the stage runs: the stage's share of the lock)."""
+    """A thread that runs pure Python bytecode until stopped, counting its rounds.  As
+    it stands it holds the interpreter lock but at the switch interval: what another
+    driver thread's Python costs a stage at worst (every request the stage makes waits
+    the whole interval), and what a stage's Python costs the others (the loop's rounds
+    lost while the stage runs).  With `hold` it runs in bursts of that many seconds and
+    sleeps `rest` between them, letting the lock go: a neighbour like the pipeline's
+    driver stages, whose holds are a tenth of a millisecond, so that a request waits
+    about what the pipeline's wait and a launch loop's queued kernels can hide it."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: float | None = None, rest: float = 0.0) -> None:
         self.rounds = 0
+        self.hold, self.rest = hold, rest
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bytecode_loop", daemon=True)
 
     def _run(self) -> None:
         rounds = 0
+        now, hold = time.perf_counter, self.hold
+        until = math.inf
         while not self._stop.is_set():
-            x = 0
-            for i in range(200):  # bytecode only: no call that releases the lock
-                x += i
-            rounds += 1
+            if hold is not None:
+                until = now() + hold
+            while True:
+                x = 0
+                for i in range(200):  # bytecode only: no call that releases the lock
+                    x += i
+                rounds += 1
+                if hold is None or now() >= until or self._stop.is_set():
+                    break
             self.rounds = rounds
+            if hold is not None:
+                time.sleep(self.rest)
 
     def __enter__(self) -> _BytecodeLoop:
         self._thread.start()
@@ -713,6 +728,12 @@ class _BytecodeLoop:
         r0, t0 = self.rounds, time.perf_counter()
         time.sleep(seconds)
         return (self.rounds - r0) / (time.perf_counter() - t0)
+
+
+#: The bursty neighbour measure_gil times each stage beside (seconds held, then rested):
+#: a request beside it waits tens of microseconds, as beside the pipeline's driver stages
+#: (31-118 us on the thirty-fourth lease).
+GIL_BURST = (2e-4, 2e-4)
 
 
 class _WakeProbe:
@@ -756,26 +777,32 @@ class _WakeProbe:
 
 def measure_gil(
     ex: Any, n: int, log: Callable[[str], None], repeats: int = 6
-) -> tuple[dict[str, tuple[float, float, float, float]], float]:
+) -> tuple[dict[str, tuple[float, float, float, float, float]], tuple[float, float]]:
     """How each driver stage (PRESSURE_STAGES) shares the interpreter lock, on fresh
-    partitions, and the wait a request for the lock meets beside a thread of pure
-    Python (the interpreter's switch interval, as this host serves it).  Returns
-    (stage -> (fastest alone, fastest beside that thread, the share of its rounds the
-    thread lost while the stage ran, the mean wait a request for the lock met while the
-    stage ran), the thread's wait), medians of `repeats` where not the fastest.
+    partitions.  Returns (stage -> (fastest alone, fastest beside a thread of pure
+    Python, the share of its rounds that thread lost while the stage ran, the mean wait
+    a request for the lock met while the stage ran, fastest beside a bursty thread of
+    Python (GIL_BURST)), (the wait a request meets beside the thread of pure Python: the
+    interpreter's switch interval as this host serves it, the wait beside the bursty
+    one)), medians of `repeats` where not the fastest.
 
     The lock is handed over per request, like a single-key washroom: a thread that let
     it go (at a CUDA call, a compiled loop's release) asks again, and waits for
-    whoever holds it to let go.  Beside the thread of pure Python (`_BytecodeLoop`) every
-    ask waits the loop's whole wait, so a stage's slowdown there counts its asks; a
-    `_WakeProbe` beside the stage alone times the wait the stage makes others' asks
-    meet.  simgpu.calibrate.fit.fit_gil reads the two into the `gil` resource."""
+    whoever holds it to let go.  Beside a thread of Python (`_BytecodeLoop`) each of a
+    stage's asks waits what that thread makes it wait, less whatever work the stage had
+    queued on the device meanwhile, so its slowdown there counts its asks: all of them
+    beside the continuous thread (a 5 ms wait outlasts any queue), those the device
+    cannot cover beside the bursty one.  A `_WakeProbe` beside the stage alone times the
+    wait the stage makes others' asks meet.  simgpu.calibrate.fit.fit_gil reads them into
+    the `gil` resource."""
     seeds = iter(range(1700, 10**9))
     alone: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
     beside: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
+    burst: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
     held: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
     waits: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
     loop_waits: list[float] = []
+    burst_waits: list[float] = []
     _driver_chain(ex, n, next(seeds))  # warm
     for rep in range(repeats):
         for stage, dt in _driver_chain(ex, n, next(seeds)).items():
@@ -789,19 +816,21 @@ def measure_gil(
             finally:
                 spans[stage] = (t, time.perf_counter())
 
+        windows: list[tuple[float, float]] = []
         with _WakeProbe(seed=rep) as probe:
             time.sleep(0.05)  # its lateness with nothing else asking
             t_base = time.perf_counter()
             _driver_chain(ex, n, next(seeds), spanned)
-            with _BytecodeLoop():
-                time.sleep(0.002)
-                t_loop = time.perf_counter()
-                time.sleep(0.05)
-                t_end = time.perf_counter()
+            for loop in (_BytecodeLoop(), _BytecodeLoop(*GIL_BURST)):
+                with loop:
+                    time.sleep(0.002)
+                    t0 = time.perf_counter()
+                    time.sleep(0.05)
+                    windows.append((t0, time.perf_counter()))
         base = probe.mean_late(t_base - 0.05, t_base) or 0.0
-        loop_late = probe.mean_late(t_loop, t_end)
-        if loop_late is not None:
-            loop_waits.append(max(0.0, loop_late - base))
+        for into, (a, b) in zip((loop_waits, burst_waits), windows, strict=True):
+            if (late := probe.mean_late(a, b)) is not None:
+                into.append(max(0.0, late - base))
         for stage, (a, b) in spans.items():
             late = probe.mean_late(a, b)
             if late is not None:
@@ -820,18 +849,31 @@ def measure_gil(
 
             for stage, dt in _driver_chain(ex, n, next(seeds), around).items():
                 beside[stage].append(dt)
+        with _BytecodeLoop(*GIL_BURST):
+            for stage, dt in _driver_chain(ex, n, next(seeds)).items():
+                burst[stage].append(dt)
     out = {
-        s: (min(alone[s]), min(beside[s]), statistics.median(held[s]), statistics.median(waits[s] or [0.0]))
+        s: (
+            min(alone[s]),
+            min(beside[s]),
+            statistics.median(held[s]),
+            statistics.median(waits[s] or [0.0]),
+            min(burst[s]),
+        )
         for s in PRESSURE_STAGES
     }
     loop_wait = statistics.median(loop_waits) if loop_waits else 0.0
-    log(f"  a request for the interpreter lock beside a Python thread waits {loop_wait * 1e3:.2f} ms")
-    for s, (a, b, d, w) in out.items():
+    burst_wait = statistics.median(burst_waits) if burst_waits else 0.0
+    log(
+        f"  a request for the interpreter lock waits {loop_wait * 1e3:.2f} ms beside a Python thread,"
+        f" {burst_wait * 1e6:.0f} us beside a bursty one"
+    )
+    for s, (a, b, d, w, bb) in out.items():
         log(
-            f"  {s}: {a * 1e3:.1f} ms alone, {b * 1e3:.1f} ms beside a Python thread, which lost {d:.0%};"
-            f" a request beside it waits {w * 1e6:.0f} us"
+            f"  {s}: {a * 1e3:.1f} ms alone, {b * 1e3:.1f} ms beside a Python thread, which lost {d:.0%},"
+            f" {bb * 1e3:.1f} ms beside a bursty one; a request beside it waits {w * 1e6:.0f} us"
         )
-    return out, loop_wait
+    return out, (loop_wait, burst_wait)
 
 
 def measure_beside_prep(

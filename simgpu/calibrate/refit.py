@@ -91,7 +91,7 @@ def contention_of(doc: dict[str, Any]) -> Contention:
         },
         pressure_load=load,
         gil={s: _gil_row(v) for s, v in rec.get("gil", {}).items()},
-        gil_loop_wait=float(rec.get("gil_loop_wait", 0.0)),
+        gil_waits=(float(rec.get("gil_loop_wait", 0.0)), float(rec.get("gil_burst_wait", 0.0))),
         loaded_pairs={
             s: [(float(a), float(b)) for a, b in ps] for s, ps in rec.get("pressure_pairs", {}).items()
         },
@@ -102,11 +102,12 @@ def contention_of(doc: dict[str, Any]) -> Contention:
     )
 
 
-def _gil_row(v: list[float]) -> tuple[float, float, float, float]:
-    """A stored interpreter-lock row; those calibrated before the waits were timed have
-    three values (the wait reads 0: not measured)."""
-    a, b, d, *w = (float(x) for x in v)
-    return a, b, d, (w[0] if w else 0.0)
+def _gil_row(v: list[float]) -> tuple[float, float, float, float, float]:
+    """A stored interpreter-lock row; those calibrated before the waits, or the bursty
+    neighbour, were timed have three or four values (the rest read 0: not measured)."""
+    a, b, d, *rest = (float(x) for x in v)
+    w, bb = (*rest, 0.0, 0.0)[:2]
+    return a, b, d, w, bb
 
 
 def refit_uses(doc: dict[str, Any], gil: bool = False, device_law: str | None = None) -> None:
