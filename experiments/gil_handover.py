@@ -1,4 +1,4 @@
-"""The interpreter lock as calibrate reads it (simgpu.calibrate.measure.measure_gil),
+"""The interpreter lock as calibrate reads it (simgpu.calibrate.lock.measure_gil),
 measured apart from calibrate at the sizes given:
 
     python experiments/gil_handover.py 2^20 2^22 --json out/gil-handover.json
@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from simgpu.calibrate.measure import measure_gil
+from simgpu.calibrate.lock import measure_gil
 from simgpu.profile import find_profile, load_profile
 from simgpu.real.executor import ProverExecutor, ProverSettings
 from simgpu.units import parse_count

@@ -44,7 +44,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from simgpu.calibrate.measure import PRESSURE_STAGES, TRIP
+from simgpu.calibrate.chain import PRESSURE_STAGES, TRIP
 from simgpu.config import PipelineConfig, Workload
 from simgpu.model.montecarlo import predict
 from simgpu.profile import load_profile
@@ -231,7 +231,7 @@ def measure(args: argparse.Namespace) -> None:
                         # host watcher's samples of its stretch (experiments/host_modes.py)
                         "wall_s": [wall0, wall1],
                         # each driver stage of one partition alone just before the run
-                        # (seconds; calibrate's call of it alone, measure._driver_chain)
+                        # (seconds; calibrate's call of it alone, chain.driver_chain)
                         **({"anchor_s": anchor} if anchor is not None else {}),
                     }
                 )
@@ -267,13 +267,13 @@ def read_runs(path: str | Path) -> list[dict[str, Any]]:
 
 def _anchor(ex: Any, n: int, seed: int) -> dict[str, float]:
     """Every driver stage of one fresh partition alone, as calibrate calls each alone
-    (measure._driver_chain, with the synthesis result's way back): what the host gives
+    (chain.driver_chain, with the synthesis result's way back): what the host gives
     the stages just before a run, minutes after calibrate read them.  The thirty-second
     lease's grid met a host 10-13% slower than calibrate's ladder (docs/validation-log.md)
     that neither the all-core factor nor one thread's loop read."""
-    from simgpu.calibrate.measure import _driver_chain
+    from simgpu.calibrate.chain import driver_chain
 
-    return {stage: round(s, 6) for stage, s in _driver_chain(ex, n, seed, trip=True).items()}
+    return {stage: round(s, 6) for stage, s in driver_chain(ex, n, seed, trip=True).items()}
 
 
 def _host_reference() -> float:
@@ -856,7 +856,7 @@ def anchor_ratios(prof: Any, n: int, anchor: dict[str, float]) -> dict[str, floa
     (the trip: synthesis's transfer phase)."""
     res = prof.resolve(n)
     out = {}
-    for st in (*PRESSURE_STAGES, TRIP):  # what an anchor (measure._driver_chain) times
+    for st in (*PRESSURE_STAGES, TRIP):  # what an anchor (chain.driver_chain) times
         name, i = ("synthesis", 1) if st == TRIP else (st, None)
         if not anchor.get(st) or name not in res.stages:
             continue

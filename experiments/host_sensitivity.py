@@ -35,7 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from simgpu.calibrate.measure import PRESSURE_STAGES, _driver_chain, reference_seconds
+from simgpu.calibrate.chain import PRESSURE_STAGES, driver_chain
+from simgpu.calibrate.measure import reference_seconds
 from simgpu.units import parse_count
 
 #: Two reference readings (before and after a stage) that differ by less than this share
@@ -74,9 +75,9 @@ def measure(ex: Any, n: int, repeats: int, log: Callable[[str], None]) -> dict[s
         rows[stage].append([before, dt, reference_seconds()])
         return got
 
-    _driver_chain(ex, n, 9000)
+    driver_chain(ex, n, 9000)
     for i in range(repeats):
-        _driver_chain(ex, n, 9001 + i, around=around)
+        driver_chain(ex, n, 9001 + i, around=around)
         if (i + 1) % 10 == 0:
             log(f"  {i + 1}/{repeats} chains")
     return rows

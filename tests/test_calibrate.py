@@ -12,6 +12,7 @@ from conftest import ROOT
 from typer.testing import CliRunner
 
 from simgpu.calibrate.build import HOST_DRIFT_WARN, trips_share
+from simgpu.calibrate.chain import TRIP
 from simgpu.calibrate.fit import (
     EXACT_BYTES,
     IN_ORDER_PAIRS,
@@ -24,7 +25,7 @@ from simgpu.calibrate.fit import (
     time_law,
     time_laws,
 )
-from simgpu.calibrate.measure import EPILOGUE_SAMPLES, TRIP, Contention
+from simgpu.calibrate.measure import EPILOGUE_SAMPLES, Contention
 from simgpu.calibrate.refit import refit_profile
 from simgpu.cli import app, main
 from simgpu.errors import UserError
@@ -608,12 +609,9 @@ def test_the_device_queue_is_measured_with_b_g2_msm_on_the_device(tmp_path) -> N
     copy load and beside one prestage among them, each a pair of positive times.  And
     the driver's chain of stages (measure_gil's, measure_pressure's, and beside another
     driver thread's prep) on that executor: b_g2_msm on device 0, every stage timed."""
-    from simgpu.calibrate.measure import (
-        PRESSURE_STAGES,
-        measure_beside_prep,
-        measure_device_queue,
-        measure_gil,
-    )
+    from simgpu.calibrate.chain import PRESSURE_STAGES
+    from simgpu.calibrate.lock import measure_gil
+    from simgpu.calibrate.measure import measure_beside_prep, measure_device_queue
     from simgpu.prover.circuits import CircuitSpec
     from simgpu.real.executor import ProverExecutor, ProverSettings
 
@@ -716,7 +714,8 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     and beside the pressure load, and the device queue; what the profile keeps of it
     (contention_record) reads back as the same Contention."""
     from simgpu.calibrate.build import contention_record
-    from simgpu.calibrate.measure import PRESSURE_STAGES, measure_contention
+    from simgpu.calibrate.chain import PRESSURE_STAGES
+    from simgpu.calibrate.measure import measure_contention
     from simgpu.calibrate.refit import contention_of
     from simgpu.real.executor import ProverSettings
 

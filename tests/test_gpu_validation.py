@@ -112,7 +112,7 @@ def test_an_anchored_run_is_predicted_with_the_host_its_anchor_met():
     time alone as its anchor read it: prep timed at twice the profile's alone takes twice
     as long in the variant, the trip back (synthesis's transfer phase) by its own ratio,
     synthesis's compute and every other stage as calibrated."""
-    from simgpu.calibrate.measure import TRIP
+    from simgpu.calibrate.chain import TRIP
     from simgpu.profile import load_profile
 
     prof = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The thirty-fourth lease (issue #19, item 4), one call on whatever machine comes:
 # device_lease33.sh's calibration and anchored grid, with the interpreter lock read as
-# hand-overs (simgpu.calibrate.measure.measure_gil: each driver stage's asks for the lock,
+# hand-overs (simgpu.calibrate.lock.measure_gil: each driver stage's asks for the lock,
 # counted beside a thread of pure Python, and the wait it makes others' asks meet, timed
 # by a probe that asks at random moments), now at 2^20 as well as at 2^22.  At 2^20 the
 # thirty-third lease's driver stages ran 11-29% longer under load than the model gave

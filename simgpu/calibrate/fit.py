@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simgpu.calibrate.measure import PRESSURE_STAGES, pair_ratio
+from simgpu.calibrate.chain import PRESSURE_STAGES
+from simgpu.calibrate.measure import pair_ratio
 from simgpu.errors import UserError
 from simgpu.profile.laws import Fit, fit_law
 from simgpu.profile.tomlwrite import Inline
@@ -300,7 +301,7 @@ MIN_TRIPS = 0.2
 def fit_gil(c: Contention, pressure: dict[str, float]) -> dict[str, dict[str, Inline]]:
     """Every measured stage's use of the driver's interpreter lock (`gil`, a scaling
     resource of capacity 1 ms; simgpu.model.contention, "The interpreter lock"), read
-    from simgpu.calibrate.measure.measure_gil as hand-overs:
+    from simgpu.calibrate.lock.measure_gil as hand-overs:
 
     * its **asks** (the bound, asks per millisecond of its time alone): beside a thread
       of Python each ask waits that thread's wait w, so the stage's time there, less the

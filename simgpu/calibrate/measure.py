@@ -9,7 +9,9 @@ pool's peak, which is recorded beside it).  Then contention: host memory bandwid
 (k processes streaming large arrays), k syntheses at once, and prep / b_g2_msm under a
 full synthesis load, to fit the shared-resource terms of the model; and the device's
 queue: prestage, kernels and b_g2_msm each timed beside a continuous load of the other
-kind of device work (`measure_device_queue`).  Each stage time
+kind of device work (`measure_device_queue`), and the driver's interpreter lock
+(simgpu.calibrate.lock).  Each driver stage is called through the driver's chain
+(simgpu.calibrate.chain).  Each stage time
 is fitted (scipy, non-negative least squares on relative error) by the best of a few
 laws in n, or by the one law its algorithm gives (STAGE_LAWS); buffer sizes likewise.
 The epilogue, milliseconds of interpreter work, is fitted at the calibration's mean
@@ -37,6 +39,8 @@ from typing import Any
 import numpy as np
 
 from simgpu.calibrate.arrays import phase_arrays
+from simgpu.calibrate.chain import PRESSURE_STAGES, TRIP, driver_chain, result_trip
+from simgpu.calibrate.lock import measure_gil
 from simgpu.workers import pool_of
 
 #: The epilogue takes milliseconds and varies by tens of percent from call to call: each
@@ -171,12 +175,6 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
     finally:
         ex.close()
     return run
-
-
-def result_trip(wall: float, probe: dict[str, float]) -> float:
-    """A synthesis result's way back: the stage's wall time less its compute and the
-    timing work done in the worker (the executor's StageProbe seconds)."""
-    return max(0.0, wall - probe.get("extra", 0.0) - probe.get("compute", 0.0))
 
 
 def _kernels_unsynced(
@@ -464,13 +462,6 @@ def measure_stage_contention(
 #: Rounds of k syntheses at once that measure_contention averages, per k.
 SYNTHESIS_ROUNDS = 2
 
-#: The stages `measure_pressure` times beside a load of syntheses: every stage the driver
-#: runs (the device stages' launch loops and copies are the driver's work too).
-PRESSURE_STAGES = ("prep", "prestage", "kernels", "b_g2_msm", "epilogue")
-#: measure_pressure also times a synthesis result's way back (its phase "transfer": the
-#: worker's pickling and the driver's receive), under this key: host work like the rest.
-TRIP = "synthesis.transfer"
-
 
 def measure_pressure(
     ex: Any, pool: Any, circuit: str, n: int, k: int, log: Callable[[str], None], repeats: int = 6
@@ -490,7 +481,7 @@ def measure_pressure(
     seeds = iter(range(700, 10**9))
 
     def chain() -> dict[str, float]:
-        return _driver_chain(ex, n, next(seeds), trip=True)
+        return driver_chain(ex, n, next(seeds), trip=True)
 
     futures: list[Any] = []
 
@@ -534,55 +525,6 @@ def measure_pressure(
             f"{min(b for _, b in pairs) * 1e3:.1f} ms beside {k} syntheses (fastest); "
             f"{ratio:.3f}x pair by pair (median)"
         )
-    return out
-
-
-def _driver_chain(
-    ex: Any,
-    n: int,
-    seed: int,
-    around: Callable[[str, Callable[[], Any]], Any] | None = None,
-    trip: bool = False,
-) -> dict[str, float]:
-    """Every driver stage (PRESSURE_STAGES) of one fresh partition in turn, each timed
-    with the device idle at its start: stage -> seconds.  `around(stage, run)`, if
-    given, runs each stage (to watch something while it runs) and returns its result.
-    `trip`: also the partition's synthesis result's way back (TRIP), its wall time less
-    its compute, as measure_size splits it (the executor's probe)."""
-    from simgpu.real.executor import StageProbe
-    from simgpu.sched.work import Partition, Proof
-
-    backend = ex.backends[0]
-    on_device = 0 if ex.settings.b_g2_on == "gpu" else None
-    part = Partition(Proof(seed, 1, n), 0, n)
-    kept = ex.probe
-    probe = ex.probe = StageProbe() if trip else kept
-    try:
-        t = time.perf_counter()
-        part.host = ex.run_stage("synthesis", part, None, {})
-        wall = time.perf_counter() - t
-    finally:
-        ex.probe = kept
-    out: dict[str, float] = {}
-    if trip:
-        out[TRIP] = result_trip(wall, probe.seconds)
-    inputs: dict[str, Any] = {}
-    for stage in PRESSURE_STAGES:
-        device = on_device if stage == "b_g2_msm" else (0 if stage in ("prestage", "kernels") else None)
-        backend.synchronize()
-
-        def run(stage: str = stage, device: int | None = device, inputs: dict[str, Any] = inputs) -> Any:
-            return ex.run_stage(stage, part, device, inputs)
-
-        t = time.perf_counter()
-        got = around(stage, run) if around is not None else run()
-        out[stage] = time.perf_counter() - t
-        if stage == "prestage":
-            inputs = {"buffers": got}
-        elif stage == "kernels":
-            inputs["buffers"].free()
-            inputs = {}
-    part.host.free()
     return out
 
 
@@ -642,10 +584,10 @@ def measure_handoff(
 
     # a stream waiting for a worker would count the wait as its result's trip
     streams = max(1, min(HANDOFF_STREAMS, ex.settings.partition_workers))
-    _driver_chain(ex, n, next(seeds))  # warm
+    driver_chain(ex, n, next(seeds))  # warm
     out: dict[str, list[tuple[float, float, float, float]]] = {s: [] for s in PRESSURE_STAGES}
     for _ in range(repeats):
-        alone = _driver_chain(ex, n, next(seeds))
+        alone = driver_chain(ex, n, next(seeds))
         trips.clear()
         computes.clear()
         stop, errors = threading.Event(), []
@@ -664,7 +606,7 @@ def measure_handoff(
                 spans[stage] = (t, time.perf_counter())
 
         try:
-            beside = _driver_chain(ex, n, next(seeds), around) if not errors else {}
+            beside = driver_chain(ex, n, next(seeds), around) if not errors else {}
         finally:
             stop.set()
             for th in threads:
@@ -679,201 +621,6 @@ def measure_handoff(
         m = statistics.mean(r for _, _, r, _ in rows)
         log(f"  {s}: {ratio:.3f}x beside results coming back ({m:.2f} on their way back on average)")
     return out
-
-
-class _BytecodeLoop:
-    """A thread that runs pure Python bytecode until stopped, counting its rounds.  As
-    it stands it holds the interpreter lock but at the switch interval: what another
-    driver thread's Python costs a stage at worst (every request the stage makes waits
-    the whole interval), and what a stage's Python costs the others (the loop's rounds
-    lost while the stage runs).  With `hold` it runs in bursts of that many seconds and
-    sleeps `rest` between them, letting the lock go: a neighbour like the pipeline's
-    driver stages, whose holds are a tenth of a millisecond, so that a request waits
-    about what the pipeline's wait and a launch loop's queued kernels can hide it."""
-
-    def __init__(self, hold: float | None = None, rest: float = 0.0) -> None:
-        self.rounds = 0
-        self.hold, self.rest = hold, rest
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bytecode_loop", daemon=True)
-
-    def _run(self) -> None:
-        rounds = 0
-        now, hold = time.perf_counter, self.hold
-        until = math.inf
-        while not self._stop.is_set():
-            if hold is not None:
-                until = now() + hold
-            while True:
-                x = 0
-                for i in range(200):  # bytecode only: no call that releases the lock
-                    x += i
-                rounds += 1
-                if hold is None or now() >= until or self._stop.is_set():
-                    break
-            self.rounds = rounds
-            if hold is not None:
-                time.sleep(self.rest)
-
-    def __enter__(self) -> _BytecodeLoop:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def rate(self, seconds: float) -> float:
-        """Rounds a second while this thread sleeps (the loop alone)."""
-        r0, t0 = self.rounds, time.perf_counter()
-        time.sleep(seconds)
-        return (self.rounds - r0) / (time.perf_counter() - t0)
-
-
-#: The bursty neighbour measure_gil times each stage beside (seconds held, then rested):
-#: a request beside it waits tens of microseconds, as beside the pipeline's driver stages
-#: (31-118 us on the thirty-fourth lease).
-GIL_BURST = (2e-4, 2e-4)
-
-
-class _WakeProbe:
-    """A thread that asks for the interpreter lock at random moments and notes how long
-    each ask waited, like a shopper timing the queue at random visits: it sleeps a
-    short random while (exponential: its visits fall at random in anyone's pattern),
-    and on waking it needs the lock back, so how late it wakes beyond its own lateness
-    alone is the wait a request for the lock meets then.  It holds the lock for a few
-    microseconds a visit, so it barely slows what it watches."""
-
-    def __init__(self, mean_sleep: float = 3e-4, seed: int = 0) -> None:
-        self.mean_sleep = mean_sleep
-        self.wakes: list[tuple[float, float]] = []  # (when it woke, how late)
-        self._stop = threading.Event()
-        self._rng = np.random.default_rng(seed)
-        self._thread = threading.Thread(target=self._run, name="wake_probe", daemon=True)
-
-    def _run(self) -> None:
-        sleeps = iter(self._rng.exponential(self.mean_sleep, 1 << 22))
-        wakes, now, sleep = self.wakes, time.perf_counter, time.sleep
-        while not self._stop.is_set():
-            dt = next(sleeps)
-            t = now()
-            sleep(dt)
-            woke = now()
-            wakes.append((woke, woke - t - dt))
-
-    def __enter__(self) -> _WakeProbe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def mean_late(self, a: float, b: float) -> float | None:
-        """Mean lateness of the wakes between a and b (None: none fell there)."""
-        late = [x for t, x in self.wakes if a <= t <= b]
-        return statistics.fmean(late) if late else None
-
-
-def measure_gil(
-    ex: Any, n: int, log: Callable[[str], None], repeats: int = 6
-) -> tuple[dict[str, tuple[float, float, float, float, float]], tuple[float, float]]:
-    """How each driver stage (PRESSURE_STAGES) shares the interpreter lock, on fresh
-    partitions.  Returns (stage -> (fastest alone, fastest beside a thread of pure
-    Python, the share of its rounds that thread lost while the stage ran, the mean wait
-    a request for the lock met while the stage ran, fastest beside a bursty thread of
-    Python (GIL_BURST)), (the wait a request meets beside the thread of pure Python: the
-    interpreter's switch interval as this host serves it, the wait beside the bursty
-    one)), medians of `repeats` where not the fastest.
-
-    The lock is handed over per request, like a single-key washroom: a thread that let
-    it go (at a CUDA call, a compiled loop's release) asks again, and waits for
-    whoever holds it to let go.  Beside a thread of Python (`_BytecodeLoop`) each of a
-    stage's asks waits what that thread makes it wait, less whatever work the stage had
-    queued on the device meanwhile, so its slowdown there counts its asks: all of them
-    beside the continuous thread (a 5 ms wait outlasts any queue), those the device
-    cannot cover beside the bursty one.  A `_WakeProbe` beside the stage alone times the
-    wait the stage makes others' asks meet.  simgpu.calibrate.fit.fit_gil reads them into
-    the `gil` resource."""
-    seeds = iter(range(1700, 10**9))
-    alone: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
-    beside: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
-    burst: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
-    held: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
-    waits: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
-    loop_waits: list[float] = []
-    burst_waits: list[float] = []
-    _driver_chain(ex, n, next(seeds))  # warm
-    for rep in range(repeats):
-        for stage, dt in _driver_chain(ex, n, next(seeds)).items():
-            alone[stage].append(dt)
-        spans: dict[str, tuple[float, float]] = {}
-
-        def spanned(stage: str, run: Callable[[], Any], spans: dict[str, tuple[float, float]] = spans) -> Any:
-            t = time.perf_counter()
-            try:
-                return run()
-            finally:
-                spans[stage] = (t, time.perf_counter())
-
-        windows: list[tuple[float, float]] = []
-        with _WakeProbe(seed=rep) as probe:
-            time.sleep(0.05)  # its lateness with nothing else asking
-            t_base = time.perf_counter()
-            _driver_chain(ex, n, next(seeds), spanned)
-            for loop in (_BytecodeLoop(), _BytecodeLoop(*GIL_BURST)):
-                with loop:
-                    time.sleep(0.002)
-                    t0 = time.perf_counter()
-                    time.sleep(0.05)
-                    windows.append((t0, time.perf_counter()))
-        base = probe.mean_late(t_base - 0.05, t_base) or 0.0
-        for into, (a, b) in zip((loop_waits, burst_waits), windows, strict=True):
-            if (late := probe.mean_late(a, b)) is not None:
-                into.append(max(0.0, late - base))
-        for stage, (a, b) in spans.items():
-            late = probe.mean_late(a, b)
-            if late is not None:
-                waits[stage].append(max(0.0, late - base))
-        with _BytecodeLoop() as loop:
-            free_rate = loop.rate(0.05)
-
-            def around(
-                stage: str, run: Callable[[], Any], loop: _BytecodeLoop = loop, free_rate: float = free_rate
-            ) -> Any:
-                r0, t0 = loop.rounds, time.perf_counter()
-                got = run()
-                rate = (loop.rounds - r0) / max(1e-9, time.perf_counter() - t0)
-                held[stage].append(min(1.0, max(0.0, 1.0 - rate / free_rate)) if free_rate > 0 else 0.0)
-                return got
-
-            for stage, dt in _driver_chain(ex, n, next(seeds), around).items():
-                beside[stage].append(dt)
-        with _BytecodeLoop(*GIL_BURST):
-            for stage, dt in _driver_chain(ex, n, next(seeds)).items():
-                burst[stage].append(dt)
-    out = {
-        s: (
-            min(alone[s]),
-            min(beside[s]),
-            statistics.median(held[s]),
-            statistics.median(waits[s] or [0.0]),
-            min(burst[s]),
-        )
-        for s in PRESSURE_STAGES
-    }
-    loop_wait = statistics.median(loop_waits) if loop_waits else 0.0
-    burst_wait = statistics.median(burst_waits) if burst_waits else 0.0
-    log(
-        f"  a request for the interpreter lock waits {loop_wait * 1e3:.2f} ms beside a Python thread,"
-        f" {burst_wait * 1e6:.0f} us beside a bursty one"
-    )
-    for s, (a, b, d, w, bb) in out.items():
-        log(
-            f"  {s}: {a * 1e3:.1f} ms alone, {b * 1e3:.1f} ms beside a Python thread, which lost {d:.0%},"
-            f" {bb * 1e3:.1f} ms beside a bursty one; a request beside it waits {w * 1e6:.0f} us"
-        )
-    return out, (loop_wait, burst_wait)
 
 
 def measure_beside_prep(
@@ -902,9 +649,9 @@ def measure_beside_prep(
     alone: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
     beside: dict[str, list[float]] = {s: [] for s in PRESSURE_STAGES}
     try:
-        _driver_chain(ex, n, next(seeds))  # warm
+        driver_chain(ex, n, next(seeds))  # warm
         for _ in range(repeats):
-            for stage, dt in _driver_chain(ex, n, next(seeds)).items():
+            for stage, dt in driver_chain(ex, n, next(seeds)).items():
                 alone[stage].append(dt)
             stop, started, errors = threading.Event(), threading.Event(), []
             thread = threading.Thread(target=_loop, args=(prep_once, stop, started, errors), daemon=True)
@@ -913,7 +660,7 @@ def measure_beside_prep(
             try:
                 if errors:
                     raise errors[0]
-                times = _driver_chain(ex, n, next(seeds))
+                times = driver_chain(ex, n, next(seeds))
             finally:
                 stop.set()
                 thread.join()

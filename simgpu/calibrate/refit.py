@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from simgpu.calibrate.chain import TRIP
 from simgpu.calibrate.fit import alone_readings, phase_means, pooled_alone, sync_gap, time_law, time_laws
-from simgpu.calibrate.measure import TRIP, Contention
+from simgpu.calibrate.measure import Contention
 from simgpu.errors import UserError
 from simgpu.profile.schema import phase_key
 from simgpu.profile.tomlwrite import Inline, dumps

@@ -84,7 +84,7 @@ pure Python lets go only when made to, after the interpreter's switch interval (
 so beside it a launch loop of a hundred asks in 14 ms nearly stops, while two launch
 loops, whose holds are microseconds, barely slow each other.  ``simgpu calibrate``
 counts each stage's asks beside a thread of pure Python and times its waits with a
-probe that asks at random moments (simgpu.calibrate.measure.measure_gil).
+probe that asks at random moments (simgpu.calibrate.lock.measure_gil).
 
 Speeds change only when a job starts or ends; between those instants every job's
 remaining work shrinks linearly, so the next completion is known exactly and one

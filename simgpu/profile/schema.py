@@ -473,7 +473,8 @@ def _hardware(t: Any) -> Hardware:
 
 
 #: Resources a [contention] table may describe: the shared-by-load ones (not the lock-like
-#: gil and driver_rx, which are shared burst by burst or in turn).
+#: gil and driver_rx, handed over request by request or shared in turn, nor the scaling
+#: sensitivities).
 THRASHING_RESOURCES = ("membw", "cores", "gpu", "h2d")
 SHARING_LAWS = ("proportional", "conserved", "in-order")
 
