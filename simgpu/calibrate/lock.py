@@ -30,8 +30,8 @@ class _BytecodeLoop:
     the whole interval), and what a stage's Python costs the others (the loop's rounds
     lost while the stage runs).  With `hold` it runs in bursts of that many seconds and
     sleeps `rest` between them, letting the lock go: a neighbour like the pipeline's
-    driver stages, whose holds are a tenth of a millisecond, so that a request waits
-    about what the pipeline's wait and a launch loop's queued kernels can hide it."""
+    driver stages, beside which a request waits about a tenth of a millisecond, as in
+    the pipeline, and a launch loop's queued kernels can hide part of each wait."""
 
     def __init__(self, hold: float | None = None, rest: float = 0.0) -> None:
         self.rounds = 0
