@@ -13,12 +13,34 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from simgpu.calibrate.measure import measure_beside_prep
 from simgpu.profile import find_profile, load_profile
 from simgpu.real.executor import ProverExecutor, ProverSettings
 from simgpu.units import parse_count
+
+
+def calibrated_executors(
+    profile: str, sizes: list[str], backend: str, keys_dir: str
+) -> Iterator[tuple[int, Any]]:
+    """(constraints, a prover set up as `profile` was calibrated) for each size in turn,
+    each closed when the caller moves on."""
+    prof = load_profile(find_profile(profile))
+    for size in sizes:
+        n = parse_count(size, "size", minimum=1)
+        settings = ProverSettings.as_calibrated(
+            prof, backend=backend, partition_workers=1, keys_dir=Path(keys_dir)
+        )
+        t = time.perf_counter()
+        ex = ProverExecutor(settings.spec(n), settings)
+        print(f"{size}: set up in {time.perf_counter() - t:.1f} s", flush=True)
+        try:
+            yield n, ex
+        finally:
+            ex.close()
 
 
 def main() -> None:
@@ -32,20 +54,9 @@ def main() -> None:
     )
     ap.add_argument("--json")
     args = ap.parse_args()
-    prof = load_profile(find_profile(args.profile))
     out = {}
-    for size in args.sizes:
-        n = parse_count(size, "size", minimum=1)
-        settings = ProverSettings.as_calibrated(
-            prof, backend=args.backend, partition_workers=1, keys_dir=Path(args.keys_dir)
-        )
-        t = time.perf_counter()
-        ex = ProverExecutor(settings.spec(n), settings)
-        print(f"{size}: set up in {time.perf_counter() - t:.1f} s", flush=True)
-        try:
-            got = measure_beside_prep(ex, n, lambda line: print(line, flush=True), repeats=args.repeats)
-        finally:
-            ex.close()
+    for n, ex in calibrated_executors(args.profile, args.sizes, args.backend, args.keys_dir):
+        got = measure_beside_prep(ex, n, lambda line: print(line, flush=True), repeats=args.repeats)
         out[str(n)] = {s: list(v) for s, v in got.items()}
         print("| stage | alone ms | beside prep ms | ratio |\n|---|---:|---:|---:|")
         for s, (a, b) in got.items():

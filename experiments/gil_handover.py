@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
+from beside_prep import calibrated_executors
+
 from simgpu.calibrate.lock import measure_gil
-from simgpu.profile import find_profile, load_profile
-from simgpu.real.executor import ProverExecutor, ProverSettings
-from simgpu.units import parse_count
 
 
 def main() -> None:
@@ -33,20 +31,9 @@ def main() -> None:
     ap.add_argument("--profile", default="h200-cupy", help="the profile whose prover set-up is used")
     ap.add_argument("--json")
     args = ap.parse_args()
-    prof = load_profile(find_profile(args.profile))
     out = {}
-    for size in args.sizes:
-        n = parse_count(size, "size", minimum=1)
-        settings = ProverSettings.as_calibrated(
-            prof, backend=args.backend, partition_workers=1, keys_dir=Path(args.keys_dir)
-        )
-        t = time.perf_counter()
-        ex = ProverExecutor(settings.spec(n), settings)
-        print(f"{size}: set up in {time.perf_counter() - t:.1f} s", flush=True)
-        try:
-            gil, waits = measure_gil(ex, n, lambda line: print(line, flush=True), repeats=args.repeats)
-        finally:
-            ex.close()
+    for n, ex in calibrated_executors(args.profile, args.sizes, args.backend, args.keys_dir):
+        gil, waits = measure_gil(ex, n, lambda line: print(line, flush=True), repeats=args.repeats)
         out[str(n)] = {"gil": {s: list(v) for s, v in gil.items()}, "waits": list(waits)}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

@@ -737,7 +737,7 @@ def _anchors(table: list, prof: Any) -> list[str]:
 
 
 def _per_run(
-    table: list, prof: Any, args: argparse.Namespace, profile_for: Any
+    table: list, args: argparse.Namespace, profile_for: Any
 ) -> tuple[dict[str, float], dict[str, dict[str, list[tuple[float, float]]]]]:
     """Each completed run predicted with the profile `profile_for(run)` gives it (None:
     left out), the predictions cached by the profile's key; per configuration, the mean
@@ -817,7 +817,7 @@ def _host_scaled(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
             elasticity[n] = read_elasticity(args.host_elasticity, n) if args.host_elasticity else {}
         return on_host(prof, factor, elasticity[n]), factor
 
-    err, stage_got = _per_run(table, prof, args, profile_for)
+    err, stage_got = _per_run(table, args, profile_for)
     if not err:
         return []
     return [
@@ -880,10 +880,10 @@ def _anchored(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         ratios = anchor_ratios(prof, r["constraints"], r["anchor_s"])
         return on_anchor(prof, ratios), tuple(sorted((k, round(v, 3)) for k, v in ratios.items()))
 
-    err, stage_got = _per_run(table, prof, args, profile_for)
+    err, stage_got = _per_run(table, args, profile_for)
     if not err:
         return []
-    plain, _ = _per_run(table, prof, args, lambda r: (prof, "as calibrated") if r.get("anchor_s") else None)
+    plain, _ = _per_run(table, args, lambda r: (prof, "as calibrated") if r.get("anchor_s") else None)
     return [
         "Each anchored run predicted with its driver stages' times alone as its anchor read "
         "them (`--anchored`; synthesis's compute and every contention use as calibrated), "

@@ -75,3 +75,18 @@ def driver_chain(
             inputs = {}
     part.host.free()
     return out
+
+
+def spanned(spans: dict[str, tuple[float, float]]) -> Callable[[str, Callable[[], Any]], Any]:
+    """An `around` for driver_chain that notes each stage's span (start, end) in `spans`:
+    for a caller that reads, afterwards, what something it watched did while each stage
+    ran."""
+
+    def around(stage: str, run: Callable[[], Any]) -> Any:
+        t = time.perf_counter()
+        try:
+            return run()
+        finally:
+            spans[stage] = (t, time.perf_counter())
+
+    return around

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from simgpu.calibrate.chain import PRESSURE_STAGES, driver_chain
+from simgpu.calibrate.chain import PRESSURE_STAGES, driver_chain, spanned
 
 
 class _BytecodeLoop:
@@ -150,19 +150,11 @@ def measure_gil(
         for stage, dt in driver_chain(ex, n, next(seeds)).items():
             alone[stage].append(dt)
         spans: dict[str, tuple[float, float]] = {}
-
-        def spanned(stage: str, run: Callable[[], Any], spans: dict[str, tuple[float, float]] = spans) -> Any:
-            t = time.perf_counter()
-            try:
-                return run()
-            finally:
-                spans[stage] = (t, time.perf_counter())
-
         windows: list[tuple[float, float]] = []
         with _WakeProbe(seed=rep) as probe:
             time.sleep(0.05)  # its lateness with nothing else asking
             t_base = time.perf_counter()
-            driver_chain(ex, n, next(seeds), spanned)
+            driver_chain(ex, n, next(seeds), spanned(spans))
             for loop in (_BytecodeLoop(), _BytecodeLoop(*GIL_BURST)):
                 with loop:
                     time.sleep(0.002)

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from simgpu.calibrate.arrays import phase_arrays
-from simgpu.calibrate.chain import PRESSURE_STAGES, TRIP, driver_chain, result_trip
+from simgpu.calibrate.chain import PRESSURE_STAGES, TRIP, driver_chain, result_trip, spanned
 from simgpu.calibrate.lock import measure_gil
 from simgpu.workers import pool_of
 
@@ -368,12 +368,8 @@ class Contention:
 
 
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
-    """k syntheses at once for k in ks (each in its own process), the driver's stages
-    alone and beside a continuous load of syntheses (`measure_pressure`), and how the
-    device shares its work (`measure_device_queue`)."""
-
-    from simgpu.real.executor import ProverExecutor
-
+    """The host's memory bandwidth, k syntheses at once for k in ks (each in its own
+    process), and what the driver's stages meet beside others (`driver_readings`)."""
     cores = os.cpu_count() or 1
     membw = measure_membw(cores)
     log(f"  host memory bandwidth, {cores} processes: {membw:.1f} GB/s")
@@ -393,30 +389,8 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
                 each += pool.map(_synth_together, circ[:k], [n] * k, range(rnd * k, (rnd + 1) * k), together)
             times[k] = statistics.mean(each)
             log(f"  {k} syntheses at once: {times[k]:.3f} s each")
-        spec = settings.spec(n)
-        ex = ProverExecutor(spec, settings)
-        try:
-            k = max(1, cores // 2)  # a pipeline's load: below saturation, where pressure shows
-            pairs = measure_pressure(ex, pool, settings.circuit, n, k, log)
-            queue = measure_device_queue(ex, n, log)
-            gil, gil_waits = measure_gil(ex, n, log)
-            handoff = measure_handoff(ex, n, log)
-        finally:
-            ex.close()
-    loaded = {s: (min(a for a, _ in ps), min(b for _, b in ps)) for s, ps in pairs.items()}
-    return Contention(
-        n,
-        cores,
-        membw,
-        times,
-        loaded,
-        queue,
-        k,
-        gil,
-        loaded_pairs=pairs,
-        handoff=handoff,
-        gil_waits=gil_waits,
-    )
+        readings = driver_readings(n, settings, pool, cores, log)
+    return Contention(n, cores, membw, times, **readings)
 
 
 def measure_stage_contention(
@@ -431,32 +405,44 @@ def measure_stage_contention(
     lease's b_g2_msm at 2^20, read with 2^22's shares, 20-34% fast), and one pairing read
     at one size sets the share at every size (docs/validation-log.md, the thirty-first
     lease).  simgpu.calibrate.build.stage_uses_over turns the sizes' readings into laws."""
+    with pool_of(pressure_syntheses(cores), _synth_task, (settings.circuit, n, 0)) as pool:
+        readings = driver_readings(n, settings, pool, cores, log)
+    return Contention(n, cores, membw_gbps, {}, **readings)
+
+
+def pressure_syntheses(cores: int) -> int:
+    """The syntheses measure_pressure keeps running beside each stage: a pipeline's load,
+    below saturation, where pressure shows."""
+    return max(1, cores // 2)
+
+
+def driver_readings(
+    n: int, settings: Any, pool: Any, cores: int, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """What the driver's stages meet beside others at size n, on a prover set up with
+    `settings`: the pressure load of syntheses in `pool` (its workers' circuits built),
+    the device's pairings, the interpreter lock and results coming back, as
+    Contention's fields."""
     from simgpu.real.executor import ProverExecutor
 
-    k = max(1, cores // 2)
-    with pool_of(k, _synth_task, (settings.circuit, n, 0)) as pool:
-        ex = ProverExecutor(settings.spec(n), settings)
-        try:
-            pairs = measure_pressure(ex, pool, settings.circuit, n, k, log)
-            queue = measure_device_queue(ex, n, log)
-            gil, gil_waits = measure_gil(ex, n, log)
-            handoff = measure_handoff(ex, n, log)
-        finally:
-            ex.close()
-    loaded = {s: (min(a for a, _ in ps), min(b for _, b in ps)) for s, ps in pairs.items()}
-    return Contention(
-        n,
-        cores,
-        membw_gbps,
-        {},
-        loaded,
-        queue,
-        k,
-        gil,
-        loaded_pairs=pairs,
-        handoff=handoff,
-        gil_waits=gil_waits,
-    )
+    k = pressure_syntheses(cores)
+    ex = ProverExecutor(settings.spec(n), settings)
+    try:
+        pairs = measure_pressure(ex, pool, settings.circuit, n, k, log)
+        queue = measure_device_queue(ex, n, log)
+        gil, gil_waits = measure_gil(ex, n, log)
+        handoff = measure_handoff(ex, n, log)
+    finally:
+        ex.close()
+    return {
+        "loaded": {s: (min(a for a, _ in ps), min(b for _, b in ps)) for s, ps in pairs.items()},
+        "device_queue": queue,
+        "pressure_load": k,
+        "gil": gil,
+        "loaded_pairs": pairs,
+        "handoff": handoff,
+        "gil_waits": gil_waits,
+    }
 
 
 #: Rounds of k syntheses at once that measure_contention averages, per k.
@@ -597,16 +583,8 @@ def measure_handoff(
         while len(trips) < streams and not errors:  # every stream past its first result
             time.sleep(0.001)
         spans: dict[str, tuple[float, float]] = {}
-
-        def around(stage: str, run: Callable[[], Any], spans: dict[str, tuple[float, float]] = spans) -> Any:
-            t = time.perf_counter()
-            try:
-                return run()
-            finally:
-                spans[stage] = (t, time.perf_counter())
-
         try:
-            beside = driver_chain(ex, n, next(seeds), around) if not errors else {}
+            beside = driver_chain(ex, n, next(seeds), spanned(spans)) if not errors else {}
         finally:
             stop.set()
             for th in threads:
