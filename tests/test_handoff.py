@@ -3,6 +3,10 @@ no name left behind, and the pickled way where shared memory cannot take them.""
 
 from __future__ import annotations
 
+import mmap
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -62,7 +66,6 @@ def test_the_executor_hands_results_off_and_clears_at_close(tmp_path):
 
 
 def test_a_received_mapping_is_unmapped_on_the_releaser_thread(tmp_path, monkeypatch):
-    import threading
     import weakref
 
     monkeypatch.setattr(handoff, "SHM_DIR", tmp_path)
@@ -78,3 +81,62 @@ def test_a_received_mapping_is_unmapped_on_the_releaser_thread(tmp_path, monkeyp
     del arrays
     assert gone.wait(5), "the mapping was never let go"
     assert where == ["handoff-releaser"]
+
+
+class _Pin:
+    """Stands for the GPU's page-lock (simgpu.gpu.transfer.pin_pages, tested on the device
+    in test_transfer_gpu.py): notes the region it was asked to lock, and on which thread
+    it was let go."""
+
+    def __init__(self, region: np.ndarray, dropped: list[str]) -> None:
+        self.region = region
+        self._dropped = dropped
+
+    def __del__(self) -> None:
+        self._dropped.append(threading.current_thread().name)
+
+
+def test_a_b_c_are_pinned_as_one_run_of_pages_and_let_go_after_their_upload(tmp_path, monkeypatch):
+    from simgpu.prover import groth16
+    from simgpu.prover.setup import cached_keys
+
+    monkeypatch.setattr(handoff, "SHM_DIR", tmp_path)
+    dropped: list[str] = []
+    pins: list[_Pin] = []
+
+    def pin(region: np.ndarray) -> _Pin:
+        pins.append(_Pin(region, dropped))
+        return pins[-1]
+
+    synth = synthesize(SPEC, 9)
+    got = handoff.receive(handoff.hand_off(synth, "pin"), pin)
+    (p,) = pins
+    region = p.region
+    # a, b, c back to back from the mapping's first page: one region for the driver to lock
+    assert region.ctypes.data % mmap.PAGESIZE == 0
+    assert region.nbytes == got.a.nbytes + got.b.nbytes + got.c.nbytes
+    starts = [x.ctypes.data - region.ctypes.data for x in (got.a, got.b, got.c)]
+    assert starts == [0, got.a.nbytes, got.a.nbytes + got.b.nbytes]
+    assert got.abc_pin is p and np.array_equal(got.c, synth.c) and np.array_equal(got.aux, synth.aux)
+    pins.clear()
+    del p, region
+
+    # the pin travels with a, b, c: prep takes it over, and their release lets it go on
+    # the releaser thread, never on the GPU worker's that queued the upload
+    pk, _, _ = cached_keys(SPEC, 1, tmp_path / "keys", None)
+    prepared = groth16.prep(got, pk)
+    del got
+    assert prepared.abc_pin is not None and not dropped
+    prepared.release_host_abc()
+    for _ in range(100):
+        if dropped:
+            break
+        time.sleep(0.05)
+    assert dropped == ["handoff-releaser"] and prepared.abc_pin is None and prepared.a is None
+
+
+def test_a_pickled_result_is_not_pinned(tmp_path, monkeypatch):
+    monkeypatch.setattr(handoff, "SHM_DIR", tmp_path / "missing")
+    calls: list[int] = []
+    got = handoff.receive(handoff.hand_off(synthesize(SPEC, 10), "t3"), lambda r: calls.append(1))
+    assert got.abc_pin is None and calls == []

@@ -108,3 +108,33 @@ def test_the_pageable_a_b_switch_copies_the_same(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv(transfer.PAGEABLE_ENV, "1")
     host = np.random.default_rng().integers(0, 2**32, BAY // 2 + 3, dtype=np.uint32)
     assert np.array_equal(transfer.to_host(transfer.upload(host)), host)
+
+
+def test_memory_pinned_where_it_lies_is_copied_from_there_and_unlocked_after() -> None:
+    import mmap
+
+    rows = 3 * BAY // 32 + 64  # a, b, c of a small partition: (rows, 8) uint32 each
+    raw = mmap.mmap(-1, 3 * rows * 32)  # page-aligned, as a received result's mapping
+    region = np.frombuffer(raw, dtype=np.uint32).reshape(3, rows, 8)
+    region[...] = np.random.default_rng().integers(0, 2**32, region.shape, dtype=np.uint32)
+    want = region.copy()
+    pin = transfer.pin_pages(region)
+    assert pin is not None and transfer.page_locked(region)
+    dev = cp.empty((2, rows, 8), dtype=cp.uint32)
+    d_a = cp.empty((rows, 8), dtype=cp.uint32)
+    work = cp.ones(1 << 24, dtype=cp.float32)
+    for _ in range(50):  # the copies queue behind this, so close() must wait for them
+        cp.sin(work, out=work)
+    transfer.to_device(d_a, region[0])
+    transfer.to_device(dev, region[1:])
+    pin.close()  # waits for both copies, then unlocks
+    assert not transfer.page_locked(region)
+    assert np.array_equal(cp.asnumpy(d_a), want[0]) and np.array_equal(cp.asnumpy(dev), want[1:])
+    pin.close()  # once only
+    del region
+
+
+def test_the_staged_a_b_switch_pins_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(transfer.STAGED_ABC_ENV, "1")
+    host = np.zeros((1024, 8), dtype=np.uint32)
+    assert transfer.pin_pages(host) is None and not transfer.page_locked(host)

@@ -241,7 +241,7 @@ def measure_trips(ex: Any, n: int, k: int, repeats: int) -> tuple[list[float], l
         t = time.perf_counter()
         job = ex.pool().submit(handoff.synthesize_handed_off_timed, ex.spec, ex.partition_seed(part), ex._tag)
         result, compute, _, extra = job.result()
-        synth = handoff.receive(result)
+        synth = handoff.receive(result, ex.pin)
         out.append(max(0.0, time.perf_counter() - t - extra - compute))
         del synth  # its memory goes back with its arrays
 
@@ -556,7 +556,7 @@ def measure_handoff(
                     handoff.synthesize_handed_off_timed, ex.spec, ex.partition_seed(part), ex._tag
                 )
                 result, compute, _, extra = job.result()
-                synth = handoff.receive(result)
+                synth = handoff.receive(result, ex.pin)
                 end = time.perf_counter()
                 del synth  # its memory goes back with its arrays, as a pipeline's does
                 trip = max(0.0, end - t - extra - compute)

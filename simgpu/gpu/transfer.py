@@ -38,9 +38,18 @@ way (FRESH_COPIERS_ENV for the old way): handed-on crews brought b_g2_msm to its
 temporaries 1-3 ms sooner at the median and its p95 from 191-207 ms to 137-140
 (docs/validation-log.md).
 
-Host memory: the blocks in flight, at most about one partition's a, b and c per GPU
-worker (384 MiB at 2^22), stay in CuPy's pinned pool once freed; the model's host
-ledger does not carry them.
+Host memory: the blocks in flight stay in CuPy's pinned pool once freed; the model's
+host ledger does not carry them.
+
+A partition's a, b and c skip the dock.  Like cuzk, which registers them with
+`cudaHostRegister` before it takes the GPU lock, the driver page-locks them where they
+landed (`pin_pages`, as a result comes back from its synthesis worker: simgpu.prover.
+handoff), so that the prestage, under the lock, only queues their copies.  Packed
+through the dock, the prestage's 384 MiB at 2^22 took 26 ms alone and 55-67 ms in a
+pipeline of two GPU workers (the thirty-fifth lease, docs/data/h100-2026-12-06h): four
+copier threads racing the syntheses for cores and memory bandwidth, under the lock.  A
+pin is let go (`HostPin.close`: its copies waited for, then `cudaHostUnregister`) on the
+thread that drops it last, the hand-off's releaser in a pipeline.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -67,6 +77,10 @@ SHARED_COPIERS_ENV = "SIMGPU_SHARED_COPIERS"
 #: Set (to anything) for a new crew for every thread, as before crews were handed on:
 #: the A/B of experiments/leases/device_lease28.sh, not a setting for a prover.
 FRESH_COPIERS_ENV = "SIMGPU_FRESH_COPIERS"
+
+#: Set (to anything) to pack a, b and c through the staging as before they were
+#: page-locked where they landed: the A/B of the lease scripts, not a setting for a prover.
+STAGED_ABC_ENV = "SIMGPU_STAGED_ABC"
 
 #: Uploads at least this large are packed by the copier threads, in this many pieces.
 PARALLEL_BYTES = 8 << 20
@@ -154,6 +168,77 @@ def _pack(block: np.ndarray, src: np.ndarray) -> None:
         f.result()
 
 
+class HostPin:
+    """Host memory page-locked where it lies (`cudaHostRegister`), and the copies queued
+    from it: it stays locked, and mapped (the pin holds a view), until those copies have
+    left it.  close() waits for them and unlocks; dropping the last reference closes."""
+
+    def __init__(self, host: np.ndarray) -> None:
+        cp = cuda.get_cupy()
+        self._host: np.ndarray | None = host
+        self.ptr = int(host.ctypes.data)
+        self.nbytes = int(host.nbytes)
+        self._copies: list[Any] = []
+        self._lock = threading.Lock()
+        # portable: a second GPU's workers copy from it too
+        cp.cuda.runtime.hostRegister(self.ptr, self.nbytes, cp.cuda.runtime.hostRegisterPortable)
+        _pins[self.ptr] = self
+
+    def holds(self, host: np.ndarray) -> bool:
+        """Whether `host`'s bytes lie inside this pin."""
+        start = int(host.ctypes.data)
+        return self._host is not None and self.ptr <= start and start + host.nbytes <= self.ptr + self.nbytes
+
+    def note(self, copy_done: Any) -> None:
+        """A copy from this memory is queued: `copy_done` is its event."""
+        with self._lock:
+            self._copies = [ev for ev in self._copies if not ev.done]
+            self._copies.append(copy_done)
+
+    def close(self) -> None:
+        """Wait for the copies from it, then unlock it (once)."""
+        with self._lock:
+            if self._host is None:
+                return
+            copies, self._copies = self._copies, []
+            for ev in copies:
+                ev.synchronize()
+            _pins.pop(self.ptr, None)
+            cuda.get_cupy().cuda.runtime.hostUnregister(self.ptr)
+            self._host = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # at interpreter exit CUDA or the module may be gone already
+            pass
+
+
+#: Live pins by address, not kept alive by the table: their last holder closes them.
+_pins: weakref.WeakValueDictionary[int, HostPin] = weakref.WeakValueDictionary()
+
+
+def pin_pages(host: np.ndarray) -> HostPin | None:
+    """Page-lock `host` (C-contiguous) where it lies, so that uploads from it are DMAs
+    the driver only queues; None where CUDA refuses it, or the A/B asks for the staging
+    (STAGED_ABC_ENV, PAGEABLE_ENV): the uploads then go through the staging."""
+    if os.environ.get(STAGED_ABC_ENV) or os.environ.get(PAGEABLE_ENV) or host.nbytes == 0:
+        return None
+    if not host.flags.c_contiguous:
+        raise ValueError("pin_pages: the memory must be C-contiguous")
+    try:
+        return HostPin(host)
+    except Exception:  # noqa: BLE001 - cudaErrorHostMemoryAlreadyRegistered, no room, no device
+        return None
+
+
+def _pin_of(host: np.ndarray) -> HostPin | None:
+    for pin in list(_pins.values()):
+        if pin.holds(host):
+            return pin
+    return None
+
+
 def page_locked(host: np.ndarray) -> bool:
     """Whether `host`'s memory is page-locked already (the key's cached bases are)."""
     cp = cuda.get_cupy()
@@ -163,8 +248,10 @@ def page_locked(host: np.ndarray) -> bool:
 
 def to_device(dst: Any, host: np.ndarray) -> None:
     """Copy `host` into the CuPy array `dst` (same bytes, C-contiguous) on the current
-    stream; `host` may be reused as soon as this returns.  Pageable memory goes through
-    the staging; page-locked memory straight across (CuPy's own copy, no staging)."""
+    stream; `host` may be reused as soon as this returns.  Memory a HostPin holds is
+    queued straight from where it lies (the pin waits for the copy before it unlocks);
+    other pageable memory goes through the staging; other page-locked memory (the key's
+    cached bases) straight across, in CuPy's own copy."""
     host = np.ascontiguousarray(host)
     if host.nbytes != dst.nbytes:
         raise ValueError(f"copy of {host.nbytes} bytes into an array of {dst.nbytes}")
@@ -172,12 +259,20 @@ def to_device(dst: Any, host: np.ndarray) -> None:
         raise ValueError("to_device: the destination must be C-contiguous")
     if host.nbytes == 0:
         return
+    cp = cuda.get_cupy()
+    pin = _pin_of(host)
+    if pin is not None:  # queued from where it lies; the pin outlives the copy
+        stream = cp.cuda.get_current_stream()
+        dst.data.copy_from_host_async(ctypes.c_void_p(host.ctypes.data), host.nbytes, stream)
+        ev = cp.cuda.Event(block=False, disable_timing=True)
+        ev.record(stream)
+        pin.note(ev)
+        return
     if os.environ.get(PAGEABLE_ENV) or page_locked(host):
         dst.set(host)
         return
     import cupyx
 
-    cp = cuda.get_cupy()
     mine = _in_flight()
     mine.reap()
     src = host.reshape(-1).view(np.uint8)

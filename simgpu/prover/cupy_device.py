@@ -205,6 +205,14 @@ class CupyDevice:
             out = buf.array[row : row + len(host)]
             self._guarded(buf.name, lambda: msm.bases_g2_to_device(host, out=out))
 
+    def pin_pages(self, host: np.ndarray) -> Any:
+        """Page-lock host memory where it lies for uploads from it (transfer.pin_pages):
+        its handle, or None where CUDA refuses."""
+        from simgpu.gpu import transfer
+
+        with self.cp.cuda.Device(self.device):
+            return transfer.pin_pages(host)
+
     def free(self, buf: DeviceBuffer) -> None:
         if not buf.live:
             raise DesignError(f"gpu{self.device}: {buf.name} freed twice")

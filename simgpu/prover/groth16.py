@@ -95,6 +95,7 @@ def prep(synth: Synthesized, pk: ProvingKey) -> Prepared:
         split_a=QuerySplit.query("a", inputs, aux, np.asarray(pk.a_index)),
         split_b=QuerySplit.query("b", inputs, aux, np.asarray(pk.b_index)),
         aux_bytes=int(synth.aux.nbytes),
+        abc_pin=synth.abc_pin,
     )
 
 

@@ -11,6 +11,10 @@ it, then goes back), and builds the same `Synthesized` on the mapping.
 
 Where there is no shared-memory file system, or not enough room in it, the result is
 sent the old way, pickled: same object, slower trip.
+
+a, b and c lie first in the file, one after another from its first page, so that the
+driver can page-lock them where they lie as it receives them (`receive(..., pin=...)`,
+simgpu.gpu.transfer.pin_pages): the prestage then only queues their copies.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +40,8 @@ from simgpu.prover.synthesis import Synthesized, synthesize
 SHM_DIR = Path("/dev/shm")
 #: Only use it with this much room to spare beside a result (other processes use it too).
 HEADROOM = 1.25
-_ARRAYS = ("aux", "a", "b", "c")
+#: In file order: a, b, c first, one run of pages from the mapping's start (see receive).
+_ARRAYS = ("a", "b", "c", "aux")
 
 
 @dataclass(frozen=True)
@@ -76,8 +82,12 @@ def hand_off(synth: Synthesized, tag: str) -> Handoff | Synthesized:
     return Handoff(str(path), tuple(layout), synth.spec, synth.partition_seed, synth.public_inputs)
 
 
-def receive(result: Handoff | Synthesized) -> Synthesized:
-    """In the driver: the `Synthesized` a worker handed off (mapped, not copied)."""
+def receive(result: Handoff | Synthesized, pin: Callable[[np.ndarray], Any] | None = None) -> Synthesized:
+    """In the driver: the `Synthesized` a worker handed off (mapped, not copied).
+
+    pin: page-locks a host region and returns its handle (or None where it cannot):
+    called once on the bytes of a, b and c together, the handle kept as the result's
+    `abc_pin`.  A pickled result is not pinned: its arrays are the pickle's own."""
     if isinstance(result, Synthesized):
         return result
     with open(result.path, "r+b") as f:
@@ -90,9 +100,15 @@ def receive(result: Handoff | Synthesized) -> Synthesized:
     os.unlink(result.path)  # the mapping stays while its arrays live; the name goes now
     buf = np.frombuffer(mm, dtype=np.uint8)
     arrays: dict[str, Any] = {}
+    spans: dict[str, tuple[int, int]] = {}
     for name, offset, shape in result.layout:
         count = int(np.prod(shape)) * 4
         arrays[name] = buf[offset : offset + count].view(np.uint32).reshape(shape)
+        spans[name] = (offset, offset + count)
+    abc_pin = None
+    abc_in_a_row = spans["a"][0] == 0 and spans["a"][1] == spans["b"][0] and spans["b"][1] == spans["c"][0]
+    if pin is not None and abc_in_a_row:
+        abc_pin = pin(buf[: spans["c"][1]])
     return Synthesized(
         spec=result.spec,
         partition_seed=result.partition_seed,
@@ -101,6 +117,7 @@ def receive(result: Handoff | Synthesized) -> Synthesized:
         a=arrays["a"],
         b=arrays["b"],
         c=arrays["c"],
+        abc_pin=abc_pin,
     )
 
 

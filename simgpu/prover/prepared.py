@@ -9,6 +9,7 @@ counts them) read the same trays.  The prep stage itself is simgpu.prover.groth1
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -89,16 +90,19 @@ class Prepared:
     split_a: QuerySplit
     split_b: QuerySplit
     aux_bytes: int = 0
+    #: the page-lock of a, b, c where they lie (Synthesized.abc_pin), let go with them
+    abc_pin: Any = None
 
     def split(self, query: str) -> QuerySplit:
         """The split of a G1 query: l, a, or b1 (the B query's split)."""
         return {"l": self.split_l, "a": self.split_a, "b1": self.split_b, "b": self.split_b}[query]
 
     def release_host_abc(self) -> None:
-        """Drop the host a, b, c (prestage does, once they are on the device), on the
-        releaser thread: they may be the last views of a received mapping."""
-        abc = (self.a, self.b, self.c)
-        self.a = self.b = self.c = None
+        """Drop the host a, b, c (prestage does, once their copies are queued), on the
+        releaser thread: they may be the last views of a received mapping, and their pin
+        waits there for the copies before it unlocks them."""
+        abc = (self.a, self.b, self.c, self.abc_pin)
+        self.a = self.b = self.c = self.abc_pin = None
         release_later(*abc)
 
     @property

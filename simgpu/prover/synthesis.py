@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +52,9 @@ class Synthesized:
     public_inputs: the l public inputs (ONE excluded), Python ints in Fr.
     aux: the auxiliary (private) assignment, uint32 (num_aux, 8) standard form.
     a, b, c: uint32 (N, 8) standard form, zero-padded to the domain.
+    abc_pin: where a, b and c are page-locked where they lie (a handed-off result the
+    driver pinned as it received it: simgpu.prover.handoff), the lock's handle; whoever
+    drops a, b and c last lets it go with them.
     """
 
     spec: CircuitSpec
@@ -60,6 +64,7 @@ class Synthesized:
     a: np.ndarray
     b: np.ndarray
     c: np.ndarray
+    abc_pin: Any = field(default=None, compare=False, repr=False)
 
     @property
     def domain_size(self) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,6 +230,9 @@ class ProverExecutor:
                 b.set_vram_limit(settings.vram_limit_of(d))
         for b in self.backends:
             groth16.preload(self.pk, b)
+        #: page-locks each received result's a, b and c where they lie, so that the
+        #: prestage only queues their copies (the GPU's backend; None on the CPU's)
+        self.pin: Callable[[np.ndarray], Any] | None = getattr(self.backends[0], "pin_pages", None)
         self._pool: ProcessPoolExecutor | None = None
         #: names this executor's handed-off synthesis results (see close)
         self._tag = f"simgpu-{os.getpid()}-{id(self):x}"
@@ -393,10 +397,10 @@ class ProverExecutor:
             seed = self.partition_seed(part)
             if probe is None:
                 job = self.pool().submit(handoff.synthesize_handed_off, self.spec, seed, self._tag)
-                return HostData(synth=handoff.receive(job.result()))
+                return HostData(synth=handoff.receive(job.result(), self.pin))
             job = self.pool().submit(handoff.synthesize_handed_off_timed, self.spec, seed, self._tag)
             out, compute, share, extra = job.result()
-            synth = handoff.receive(out)
+            synth = handoff.receive(out, self.pin)
             probe.seconds.update(compute=compute, pickle=share, extra=extra)
             return HostData(synth=synth)
         host: HostData = part.host
