@@ -138,3 +138,20 @@ def test_the_staged_a_b_switch_pins_nothing(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv(transfer.STAGED_ABC_ENV, "1")
     host = np.zeros((1024, 8), dtype=np.uint32)
     assert transfer.pin_pages(host) is None and not transfer.page_locked(host)
+
+
+def test_a_refused_pin_falls_back_to_the_staging_and_says_so() -> None:
+    import mmap
+
+    raw = mmap.mmap(-1, 64 * 4096)
+    host = np.frombuffer(raw, dtype=np.uint32).reshape(-1, 8)
+    host[...] = np.random.default_rng().integers(0, 2**32, host.shape, dtype=np.uint32)
+    first = transfer.pin_pages(host)
+    assert first is not None
+    with pytest.warns(UserWarning, match="not page-locked"):
+        assert transfer.pin_pages(host) is None  # CUDA: already registered
+    first.close()
+    dev = cp.empty(host.shape, dtype=cp.uint32)
+    transfer.to_device(dev, host)  # no pin holds it now: through the staging
+    assert np.array_equal(cp.asnumpy(dev), host)
+    del host

@@ -45,11 +45,13 @@ A partition's a, b and c skip the dock.  Like cuzk, which registers them with
 `cudaHostRegister` before it takes the GPU lock, the driver page-locks them where they
 landed (`pin_pages`, as a result comes back from its synthesis worker: simgpu.prover.
 handoff), so that the prestage, under the lock, only queues their copies.  Packed
-through the dock, the prestage's 384 MiB at 2^22 took 26 ms alone and 55-67 ms in a
-pipeline of two GPU workers (the thirty-fifth lease, docs/data/h100-2026-12-06h): four
-copier threads racing the syntheses for cores and memory bandwidth, under the lock.  A
-pin is let go (`HostPin.close`: its copies waited for, then `cudaHostUnregister`) on the
-thread that drops it last, the hand-off's releaser in a pipeline.
+through the dock, the prestage's 384 MiB at 2^22 took 31 ms alone and 86 ms in a
+pipeline of two GPU workers: four copier threads racing the syntheses for cores and
+memory bandwidth, under the lock.  Pinned, 0.5 ms alone and 25 ms in that pipeline (its
+CuPy calls wait for the interpreter lock), and the pipeline ran 9% faster; locking them
+takes 24 ms, on the result's way back (docs/data/h100-2026-12-06i).  A pin is let go
+(`HostPin.close`: its copies waited for, then `cudaHostUnregister`) on the thread that
+drops it last, the hand-off's releaser in a pipeline.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import warnings
 import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -81,6 +84,9 @@ FRESH_COPIERS_ENV = "SIMGPU_FRESH_COPIERS"
 #: Set (to anything) to pack a, b and c through the staging as before they were
 #: page-locked where they landed: the A/B of the lease scripts, not a setting for a prover.
 STAGED_ABC_ENV = "SIMGPU_STAGED_ABC"
+
+#: cudaHostRegisterPortable (CuPy names no constant for it)
+HOST_REGISTER_PORTABLE = 1
 
 #: Uploads at least this large are packed by the copier threads, in this many pieces.
 PARALLEL_BYTES = 8 << 20
@@ -175,13 +181,14 @@ class HostPin:
 
     def __init__(self, host: np.ndarray) -> None:
         cp = cuda.get_cupy()
-        self._host: np.ndarray | None = host
+        self._host: np.ndarray | None = None  # set once locked: close() then unlocks
         self.ptr = int(host.ctypes.data)
         self.nbytes = int(host.nbytes)
         self._copies: list[Any] = []
         self._lock = threading.Lock()
         # portable: a second GPU's workers copy from it too
-        cp.cuda.runtime.hostRegister(self.ptr, self.nbytes, cp.cuda.runtime.hostRegisterPortable)
+        cp.cuda.runtime.hostRegister(self.ptr, self.nbytes, HOST_REGISTER_PORTABLE)
+        self._host = host
         _pins[self.ptr] = self
 
     def holds(self, host: np.ndarray) -> bool:
@@ -218,6 +225,9 @@ class HostPin:
 _pins: weakref.WeakValueDictionary[int, HostPin] = weakref.WeakValueDictionary()
 
 
+_refusals: set[str] = set()
+
+
 def pin_pages(host: np.ndarray) -> HostPin | None:
     """Page-lock `host` (C-contiguous) where it lies, so that uploads from it are DMAs
     the driver only queues; None where CUDA refuses it, or the A/B asks for the staging
@@ -226,9 +236,15 @@ def pin_pages(host: np.ndarray) -> HostPin | None:
         return None
     if not host.flags.c_contiguous:
         raise ValueError("pin_pages: the memory must be C-contiguous")
+    cp = cuda.get_cupy()
     try:
         return HostPin(host)
-    except Exception:  # noqa: BLE001 - cudaErrorHostMemoryAlreadyRegistered, no room, no device
+    except cp.cuda.runtime.CUDARuntimeError as e:  # no room to lock, already registered
+        # only CUDA's refusals fall back: a first lease's pins all fell back silently on
+        # a misspelt flag, so each kind of refusal is said once
+        if str(e) not in _refusals:
+            _refusals.add(str(e))
+            warnings.warn(f"a, b, c not page-locked ({e}): uploads go through the staging", stacklevel=2)
         return None
 
 
