@@ -47,9 +47,9 @@ landed (`pin_pages`, as a result comes back from its synthesis worker: simgpu.pr
 handoff), so that the prestage, under the lock, only queues their copies.  Packed
 through the dock, the prestage's 384 MiB at 2^22 took 31 ms alone and 86 ms in a
 pipeline of two GPU workers: four copier threads racing the syntheses for cores and
-memory bandwidth, under the lock.  Pinned, 0.5 ms alone and 25 ms in that pipeline (its
-CuPy calls wait for the interpreter lock), and the pipeline ran 9% faster; locking them
-takes 24 ms, on the result's way back (docs/data/h100-2026-12-06i).  A pin is let go
+memory bandwidth, under the lock.  Pinned, the prestage's thread is done in 0.5 ms, its
+copies land in 11 ms alone and 25 ms in that pipeline, and the pipeline ran 9% faster;
+locking them takes 24 ms, on the result's way back (docs/data/h100-2026-12-06i).  A pin is let go
 (`HostPin.close`: its copies waited for, then `cudaHostUnregister`) on the thread that
 drops it last, the hand-off's releaser in a pipeline.
 """
