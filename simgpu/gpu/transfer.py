@@ -189,7 +189,8 @@ class HostPin:
         # portable: a second GPU's workers copy from it too
         cp.cuda.runtime.hostRegister(self.ptr, self.nbytes, HOST_REGISTER_PORTABLE)
         self._host = host
-        _pins[self.ptr] = self
+        with _pins_lock:
+            _pins[self.ptr] = weakref.ref(self)
 
     def holds(self, host: np.ndarray) -> bool:
         """Whether `host`'s bytes lie inside this pin."""
@@ -210,7 +211,8 @@ class HostPin:
             copies, self._copies = self._copies, []
             for ev in copies:
                 ev.synchronize()
-            _pins.pop(self.ptr, None)
+            with _pins_lock:
+                _pins.pop(self.ptr, None)
             cuda.get_cupy().cuda.runtime.hostUnregister(self.ptr)
             self._host = None
 
@@ -222,7 +224,9 @@ class HostPin:
 
 
 #: Live pins by address, not kept alive by the table: their last holder closes them.
-_pins: weakref.WeakValueDictionary[int, HostPin] = weakref.WeakValueDictionary()
+#: Re-entrant: a pin the collector finalizes while this thread reads the table closes.
+_pins: dict[int, weakref.ref[HostPin]] = {}
+_pins_lock = threading.RLock()
 
 
 _refusals: set[str] = set()
@@ -249,8 +253,11 @@ def pin_pages(host: np.ndarray) -> HostPin | None:
 
 
 def _pin_of(host: np.ndarray) -> HostPin | None:
-    for pin in list(_pins.values()):
-        if pin.holds(host):
+    with _pins_lock:
+        refs = list(_pins.values())
+    for ref in refs:
+        pin = ref()
+        if pin is not None and pin.holds(host):
             return pin
     return None
 
