@@ -176,6 +176,7 @@ def measure(args: argparse.Namespace) -> None:
                 pools_at_start = _fresh_pools(ex)
                 trace = _trace(ex, label in (args.alloc_trace or ()))
                 flushes, shortfalls = _flushes(ex), len(_shortfalls(ex))
+                uploads = dict(ex.abc_uploads)
                 before, synth_before = _host_reference(), _synthesis_reference(settings.circuit)
                 t, wall0 = time.perf_counter(), time.time()
                 runtime = RealRuntime(ex, cfg, wl, seed=repeat)
@@ -220,6 +221,9 @@ def measure(args: argparse.Namespace) -> None:
                         # what the last run left in each device's pool, given back before
                         # this one (_fresh_pools): bytes in arrays and cached
                         "pool_at_start": pools_at_start,
+                        # how the run's a, b, c reached the device: page-locked where they
+                        # landed, or through the staging (ProverExecutor.abc_uploads)
+                        "abc_uploads": {w: ex.abc_uploads[w] - uploads[w] for w in uploads},
                         # the host's speed just before and after the run: the seconds of
                         # calibrate's fixed loop (measure.reference_seconds), median of 9
                         "host_reference_s": [before, after],
@@ -390,6 +394,25 @@ def like_model(c: dict[str, Any]) -> bool:
     return bool(c["OOM"]["measured"]) == (c["OOM"]["p"] >= 0.5)
 
 
+def runs_upload(runs: list[dict[str, Any]]) -> str:
+    """How the runs' a, b, c reached the device ("pinned", "staged", "mixed"); runs that
+    did not count it predate the pins, and went through the staging."""
+    ways = {w for r in runs for w, k in r.get("abc_uploads", {"staged": 1}).items() if k}
+    return "mixed" if len(ways) > 1 else next(iter(ways), "staged")
+
+
+def upload_note(calibrated: str | None, runs: list[dict[str, Any]]) -> str:
+    """A sentence for the report where the profile measured a, b, c reaching the device
+    one way and the runs another: their prestages then differ (transfer.pin_pages)."""
+    profile_way, runs_way = calibrated or "staged", runs_upload(runs)
+    if profile_way == runs_way:
+        return ""
+    return (
+        f"  **The profile measured a, b and c {profile_way}, the runs {runs_way}: the prestage and "
+        "what it leaves the kernels differ between the two, so read the stages with care.**"
+    )
+
+
 def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
     first = {}
     for r, c in table:
@@ -406,7 +429,7 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         "of the configuration's runs (how many: `runs`), and so are the stage means (below); GPU "
         "busy and peak VRAM are those of its first run whose OOM outcome is the model's likelier "
         "one (its first run where none is); the real OOM outcome counts "
-        "the runs that ran out of memory.",
+        "the runs that ran out of memory." + upload_note(prof.calibrated_abc_upload, [r for r, _ in table]),
         "",
         "| cfg | n | design | GPU workers | j | VRAM cap | runs | s/proof pred / real | err | GPU busy "
         "pred / real | peak VRAM MiB pred / real | err | OOM: model's p / real runs |",

@@ -1064,3 +1064,21 @@ def test_a_calibration_stopped_by_sigterm_writes_what_it_measured(tmp_path) -> N
     assert doc["calibration"]["sizes"][0] == 64
     assert "n=16384: not measured (interrupted)" in doc["calibration"]["missing"]
     assert load_profile(out).resolve(64).stages["kernels"].seconds > 0
+
+
+def test_a_calibration_says_how_its_a_b_c_reached_the_device():
+    from simgpu.calibrate.build import abc_upload
+    from simgpu.calibrate.measure import SizeRun
+
+    def run(**counts: int) -> SizeRun:
+        return SizeRun(1 << 20, abc_uploads=counts)
+
+    assert abc_upload([run(pinned=6, staged=0), run(pinned=6)]) == "pinned"
+    assert abc_upload([run(pinned=0, staged=6)]) == "staged"
+    assert abc_upload([run(pinned=5, staged=1)]) == "mixed"
+    assert abc_upload([run(), SizeRun(1 << 18)]) is None  # a backend that pins nothing
+    prof = profile_from_dict(
+        tomllib.loads((ROOT / "simgpu/profile/profiles/h200-cupy.toml").read_text())
+        | {"calibration": {"abc_upload": "pinned"}}
+    )
+    assert prof.calibrated_abc_upload == "pinned"

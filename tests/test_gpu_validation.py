@@ -127,3 +127,17 @@ def test_an_anchored_run_is_predicted_with_the_host_its_anchor_met():
     assert [p.seconds for p in got.stages["synthesis"].phases] == pytest.approx([compute, 1.5 * trip])
     kernels = [p.seconds for p in res.stages["kernels"].phases]
     assert [p.seconds for p in got.stages["kernels"].phases] == pytest.approx(kernels)
+
+
+def test_a_profile_and_runs_that_uploaded_a_b_c_differently_are_told_apart():
+    note = gpu_validation.upload_note
+    old = [{"label": "B"}]  # runs from before the pins counted nothing: the staging
+    pinned = [{"abc_uploads": {"pinned": 24, "staged": 0}}]
+    assert note(None, old) == "" and note("staged", old) == "" and note("pinned", pinned) == ""
+    assert "measured a, b and c staged, the runs pinned" in note(None, pinned)
+    assert "the runs mixed" in note("pinned", [*pinned, {"abc_uploads": {"pinned": 0, "staged": 3}}])
+
+
+def test_the_stored_grid_is_read_as_the_staged_prover_it_was(monkeypatch, tmp_path):
+    # the shipped profile and its grid both predate the pins: no note
+    assert "measured a, b and c" not in predict(monkeypatch, tmp_path, "--only", "B")

@@ -140,3 +140,25 @@ def test_a_pickled_result_is_not_pinned(tmp_path, monkeypatch):
     calls: list[int] = []
     got = handoff.receive(handoff.hand_off(synthesize(SPEC, 10), "t3"), lambda r: calls.append(1))
     assert got.abc_pin is None and calls == []
+
+
+@pytest.mark.skipif(not handoff.SHM_DIR.is_dir(), reason="needs a shared-memory file system (/dev/shm)")
+def test_the_executor_counts_how_each_result_reaches_the_device(tmp_path):
+    from conftest import make_executor
+
+    from simgpu.sched.work import Partition, Proof
+
+    ex = make_executor(tmp_path / "keys")
+    try:
+        assert ex.pin is None  # the CPU backend pins nothing, and counts nothing
+        part = Partition(Proof(1, 1, SPEC.constraints), 0, SPEC.constraints)
+        ex.run_stage("synthesis", part, None, {})
+        assert ex.abc_uploads == {"pinned": 0, "staged": 0}
+        dropped: list[str] = []
+        answers = iter([_Pin(np.zeros(1), dropped), None])  # locked, then refused
+        ex.pin = lambda region: next(answers)
+        for _ in range(2):
+            ex.run_stage("synthesis", part, None, {})
+        assert ex.abc_uploads == {"pinned": 1, "staged": 1}
+    finally:
+        ex.close()

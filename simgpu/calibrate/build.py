@@ -218,6 +218,7 @@ def build_profile(
             "sizes": ns,
             "repeats": len(top.seconds["kernels"]),
             "host_drift": round(host_drift(runs)[0], 3),
+            **({"abc_upload": upload} if (upload := abc_upload(runs)) else {}),
             "missing": missing,
             "fit_max_rel_error": {
                 k.replace(".", "_").replace(" ", "_"): round(v, 4) for k, v in errors.items()
@@ -546,6 +547,18 @@ def driver_rx_share(sizes: list[tuple[int, Mapping[str, list[float]]]]) -> float
 #: mixes host speeds in its fit (the H200 machines are VMs whose cores change speed 1.5-2x
 #: for minutes): calibrate says so, and records it as [calibration] host_drift.
 HOST_DRIFT_WARN = 1.25
+
+
+def abc_upload(runs: list[SizeRun]) -> str | None:
+    """How the calibrated repeats' a, b, c reached the device: "pinned" (page-locked where
+    they landed), "staged" (through the staging), "mixed" where both, None where nothing
+    was counted (a backend that pins nothing).  The prestage differs between the two."""
+    total: dict[str, int] = {}
+    for r in runs:
+        for way, k in r.abc_uploads.items():
+            total[way] = total.get(way, 0) + k
+    ways = [w for w in ("pinned", "staged") if total.get(w)]
+    return None if not ways else ways[0] if len(ways) == 1 else "mixed"
 
 
 def host_drift(runs: list[SizeRun]) -> tuple[float, list[float]]:

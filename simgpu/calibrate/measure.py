@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+import mmap
 import multiprocessing
 import os
 import queue
@@ -76,6 +77,8 @@ class SizeRun:
     #: the last repeat's device pool trace, as the arrays live at each stage's (or kernels
     #: phase's) peak (simgpu.calibrate.arrays.phase_arrays); empty without a pool
     arrays: dict[str, list[int]] = field(default_factory=dict)
+    #: how the repeats' a, b, c reached the device (ProverExecutor.abc_uploads)
+    abc_uploads: dict[str, int] = field(default_factory=dict)
 
     def add(self, key: str, seconds: float) -> None:
         self.seconds.setdefault(key, []).append(seconds)
@@ -124,8 +127,7 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             run.add("synthesis.pickle", min(pickling, transfer))
             _, dt = timed("prep", part, None)
             run.add("prep", dt)
-            kept = part.host.prepared
-            abc = tuple(np.array(x) for x in (kept.a, kept.b, kept.c))  # prestage lets them go
+            abc = _abc_kept(part.host.prepared, ex.pin)  # prestage lets them go
             plan = prover_plan(
                 ProverShape.from_prepared(part.host.prepared),
                 stream_batch=device.stream_batch,
@@ -172,15 +174,31 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
         run.plan_peak = {s: stage_peak(plan, s) for s in checked}
         run.buffers["_resident_vram"] = sum(plan["buffers"][x] for x in plan["resident"]["vram"])
         run.buffers["_baseline_vram"] = int(ex.baseline[0])
+        run.abc_uploads = dict(ex.abc_uploads)
     finally:
         ex.close()
     return run
 
 
+def _abc_kept(prepared: Any, pin: Callable[[np.ndarray], Any] | None) -> tuple[Any, ...]:
+    """A copy of a partition's a, b, c for `_kernels_unsynced`'s second prestage, and
+    their pin: lying as a received result's do (one run of pages, page-locked where the
+    first were), so that the second prestage uploads them the same way."""
+    arrays = (prepared.a, prepared.b, prepared.c)
+    if prepared.abc_pin is None or pin is None:
+        return (*(np.array(x) for x in arrays), None)
+    raw = mmap.mmap(-1, sum(x.nbytes for x in arrays))
+    region = np.frombuffer(raw, dtype=np.uint32).reshape(3, *arrays[0].shape)
+    for row, x in zip(region, arrays, strict=True):
+        row[...] = x
+    return (*region, pin(region))
+
+
 def _kernels_unsynced(
     ex: Any, part: Any, abc: tuple[Any, ...], timed: Callable[..., Any]
 ) -> tuple[float, float]:
-    """The kernels stage of `part` once more, uploaded again from `abc` (its a, b, c), as a
+    """The kernels stage of `part` once more, uploaded again from `abc` (its a, b, c and
+    their pin, `_abc_kept`), as a
     run launches it: without the probe, whose phase clock syncs the device after each
     phase (simgpu.calibrate.fit.unsynced_scale).  Seconds of (the prestage again, the
     kernels); the pool's trace, if one is on, does not see them.  The prestage's second
@@ -189,7 +207,7 @@ def _kernels_unsynced(
     105-113 spans, experiments/stage_overlap.py), the kernels 4-5%."""
     device = ex.backends[0]
     prepared = part.host.prepared
-    prepared.a, prepared.b, prepared.c = abc
+    prepared.a, prepared.b, prepared.c, prepared.abc_pin = abc
     probe, ex.probe = ex.probe, None
     trace = getattr(device, "alloc_trace", None)
     if trace is not None:

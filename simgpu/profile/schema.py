@@ -193,6 +193,9 @@ class Profile:
     calibrated_circuit: str | None = None
     #: ... and how its G2 MSM on a device sized its arrays (by the "witness" or the "key").
     calibrated_msm_capacity: str | None = None
+    #: ... and how its a, b, c reached the device: "pinned" where they landed, "staged"
+    #: (or None: before they could be pinned), "mixed".
+    calibrated_abc_upload: str | None = None
     #: [buffer_arrays]: device buffer -> (size, the fractions of its bytes the prover
     #: allocates as separate arrays, in order) per measured size (size 0: every size); a
     #: caching pool's grain (see simgpu.devicepool).
@@ -623,6 +626,7 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
         calibrated_b_g2_on=_calibrated_name(data.get("calibration"), "b_g2_on", where),
         calibrated_circuit=_calibrated_name(data.get("calibration"), "circuit", where),
         calibrated_msm_capacity=_calibrated_name(data.get("calibration"), "msm_capacity", where),
+        calibrated_abc_upload=_calibrated_name(data.get("calibration"), "abc_upload", where),
         buffer_arrays=_buffer_arrays(data.get("buffer_arrays"), buffers, where),
     )
     # Evaluate every law once at the default size so a broken law fails at load time.

@@ -230,6 +230,11 @@ class ProverExecutor:
                 b.set_vram_limit(settings.vram_limit_of(d))
         for b in self.backends:
             groth16.preload(self.pk, b)
+        #: how each received result's a, b and c reached the device: page-locked where
+        #: they lay, or through the staging (a refusal, SIMGPU_STAGED_ABC, a pickled
+        #: result): the runs' and calibrate's record of which prover they measured
+        self.abc_uploads = {"pinned": 0, "staged": 0}
+        self._uploads_lock = threading.Lock()
         #: page-locks each received result's a, b and c where they lie, so that the
         #: prestage only queues their copies (the GPU's backend; None on the CPU's)
         self.pin: Callable[[np.ndarray], Any] | None = getattr(self.backends[0], "pin_pages", None)
@@ -373,6 +378,13 @@ class ProverExecutor:
 
     # ------------------------------------------------------------ stages
 
+    def _noted(self, synth: Any) -> Any:
+        """`synth`, its upload's way counted (abc_uploads) where the backend can pin."""
+        if self.pin is not None:
+            with self._uploads_lock:
+                self.abc_uploads["pinned" if synth.abc_pin is not None else "staged"] += 1
+        return synth
+
     def stage_on(self, name: str) -> str:
         if name == "b_g2_msm":
             return self.settings.b_g2_on
@@ -397,10 +409,10 @@ class ProverExecutor:
             seed = self.partition_seed(part)
             if probe is None:
                 job = self.pool().submit(handoff.synthesize_handed_off, self.spec, seed, self._tag)
-                return HostData(synth=handoff.receive(job.result(), self.pin))
+                return HostData(synth=self._noted(handoff.receive(job.result(), self.pin)))
             job = self.pool().submit(handoff.synthesize_handed_off_timed, self.spec, seed, self._tag)
             out, compute, share, extra = job.result()
-            synth = handoff.receive(out, self.pin)
+            synth = self._noted(handoff.receive(out, self.pin))
             probe.seconds.update(compute=compute, pickle=share, extra=extra)
             return HostData(synth=synth)
         host: HostData = part.host
