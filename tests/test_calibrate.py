@@ -1082,3 +1082,27 @@ def test_a_calibration_says_how_its_a_b_c_reached_the_device():
         | {"calibration": {"abc_upload": "pinned"}}
     )
     assert prof.calibrated_abc_upload == "pinned"
+
+
+def test_the_second_prestage_uploads_a_b_c_the_way_the_first_did():
+    import mmap
+
+    import numpy as np
+
+    from simgpu.calibrate.measure import _abc_kept
+    from simgpu.prover.prepared import Prepared
+
+    rng = np.random.default_rng()
+    a, b, c = (rng.integers(0, 2**32, (256, 8), dtype=np.uint32) for _ in range(3))
+    kept = Prepared(None, 0, [], 256, a, b, c, None, None, None)  # type: ignore[arg-type]
+    regions: list = []
+    *copies, pin = _abc_kept(kept, lambda r: regions.append(r) or "pin")
+    assert pin is None and regions == []  # the first was staged: so is the second
+    pairs = list(zip(copies, (a, b, c), strict=True))
+    assert all(np.array_equal(x, y) and x.ctypes.data != y.ctypes.data for x, y in pairs)
+    kept.abc_pin = "the first's pin"
+    *copies, pin = _abc_kept(kept, lambda r: regions.append(r) or "pin")
+    (region,) = regions
+    assert pin == "pin" and region.ctypes.data % mmap.PAGESIZE == 0  # as a received result's
+    assert [x.ctypes.data for x in copies] == [region.ctypes.data + i * a.nbytes for i in range(3)]
+    assert all(np.array_equal(x, y) for x, y in zip(copies, (a, b, c), strict=True))

@@ -5,6 +5,7 @@ checked after its host source is overwritten."""
 
 from __future__ import annotations
 
+import mmap
 import threading
 
 import numpy as np
@@ -111,8 +112,6 @@ def test_the_pageable_a_b_switch_copies_the_same(monkeypatch: pytest.MonkeyPatch
 
 
 def test_memory_pinned_where_it_lies_is_copied_from_there_and_unlocked_after() -> None:
-    import mmap
-
     rows = 3 * BAY // 32 + 64  # a, b, c of a small partition: (rows, 8) uint32 each
     raw = mmap.mmap(-1, 3 * rows * 32)  # page-aligned, as a received result's mapping
     region = np.frombuffer(raw, dtype=np.uint32).reshape(3, rows, 8)
@@ -134,15 +133,8 @@ def test_memory_pinned_where_it_lies_is_copied_from_there_and_unlocked_after() -
     del region
 
 
-def test_the_staged_a_b_switch_pins_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(transfer.STAGED_ABC_ENV, "1")
-    host = np.zeros((1024, 8), dtype=np.uint32)
-    assert transfer.pin_pages(host) is None and not transfer.page_locked(host)
-
-
 def test_a_refused_pin_falls_back_to_the_staging_and_says_so() -> None:
-    import mmap
-
+    transfer._refusals.clear()  # each refusal is said once a process
     raw = mmap.mmap(-1, 64 * 4096)
     host = np.frombuffer(raw, dtype=np.uint32).reshape(-1, 8)
     host[...] = np.random.default_rng().integers(0, 2**32, host.shape, dtype=np.uint32)
