@@ -24,6 +24,7 @@ if [ "$CALL" = 1 ]; then
   timeout 90 python3 experiments/pinned_abc.py 2^20 2^22 --repeats 5 --out "$LOGS/pinned-abc.json" \
     > "$LOGS/pinned-abc.log" 2>&1; echo "pinned_abc rc=$? at $SECONDS s"; cat "$LOGS/pinned-abc.log"
   calibrate_spanned 350 --msm-capacity key --pairing-sizes 2^20
+  grep -H abc_upload "$PROFILE" || echo "the profile counts no upload: was anything pinned?"
   lease_validate "$(until_ 470)" grid-A-G 2176 --only A B C D E F G --anchor
   lease_validate "$(until_ "$END")" grid-L-R 2176 --only L M N O P Q R
 else
