@@ -164,6 +164,15 @@ MsmCapacityOpt = Annotated[
         "count) or key (one count for every partition, the circuit's)",
     ),
 ]
+AbcUploadOpt = Annotated[
+    str,
+    typer.Option(
+        "--abc-upload",
+        help="how each partition's a, b, c reach the device: pinned (page-locked where they land, "
+        "the prestage only queues their copies, as cuzk) or staged (packed through a page-locked "
+        "staging buffer under the GPU lock, as profiles calibrated before 2026-12-06 measured)",
+    ),
+]
 BG2Opt = Annotated[
     int | None, typer.Option(help="cores one b_g2_msm is split over (its G2 pool has one process per core)")
 ]
@@ -696,6 +705,7 @@ def run(
     b_g2_threads: BG2Opt = None,
     b_g2_on: B2gOnOpt = "cpu",
     msm_capacity: MsmCapacityOpt = "witness",
+    abc_upload: AbcUploadOpt = "pinned",
     resident_bases: Annotated[bool, typer.Option(help="keep the key's bases in VRAM")] = False,
     retries: RetriesOpt = None,
     max_gpu_queue_depth: QueueDepthOpt = None,
@@ -751,6 +761,7 @@ def run(
         keys_dir=keys_dir,
         b_g2_on=b_g2_on,
         msm_capacity=msm_capacity,
+        abc_upload=abc_upload,
         circuit=_circuit(circuit),
     ).check(n)
     console = Console(stderr=json_out)
@@ -813,6 +824,13 @@ def validate(
             "profile was calibrated)",
         ),
     ] = None,
+    abc_upload: Annotated[
+        str | None,
+        typer.Option(
+            "--abc-upload",
+            help="how a, b, c reach the device: pinned or staged (default: as the profile was calibrated)",
+        ),
+    ] = None,
     runs: Annotated[int, typer.Option(help="Monte Carlo runs of the prediction")] = 5,
     keys_dir: KeysOpt = Path("out/keys"),
     circuit: Annotated[
@@ -828,7 +846,7 @@ def validate(
     from simgpu.model.montecarlo import predict as run_predict
     from simgpu.profile import find_profile, load_profile
     from simgpu.prover import B_G2_THREADS
-    from simgpu.real.executor import ProverSettings
+    from simgpu.real.executor import ProverSettings, calibrated_upload
     from simgpu.real.run import real_document, real_run
     from simgpu.report.compare import compare, machine_differences, print_comparison
     from simgpu.report.document import build_document, json_safe, meta_of
@@ -871,6 +889,8 @@ def validate(
     b_g2_on = as_calibrated(b_g2_on, prof.calibrated_b_g2_on, "cpu", "--b-g2-on")
     circuit = as_calibrated(circuit, prof.calibrated_circuit, "generic", "--circuit")
     msm_capacity = as_calibrated(msm_capacity, prof.calibrated_msm_capacity, "witness", "--msm-capacity")
+    upload = calibrated_upload(prof.calibrated_abc_upload)
+    abc_upload = as_calibrated(abc_upload, upload, "pinned", "--abc-upload")
     settings = ProverSettings.from_config(
         cfg,
         backend=backend,
@@ -878,6 +898,7 @@ def validate(
         keys_dir=keys_dir,
         b_g2_on=b_g2_on,
         msm_capacity=msm_capacity,
+        abc_upload=abc_upload,
         circuit=_circuit(circuit),
     ).check(wl.constraints)
     prediction = run_predict(prof, cfg, wl, dsg, runs=runs)
@@ -945,6 +966,7 @@ def calibrate(
     b_g2_threads: BG2Opt = None,
     b_g2_on: B2gOnOpt = "cpu",
     msm_capacity: MsmCapacityOpt = "witness",
+    abc_upload: AbcUploadOpt = "pinned",
     vram: VramOpt = None,
     keys_dir: KeysOpt = Path("out/keys"),
     circuit: CircuitOpt = "generic",
@@ -1005,6 +1027,7 @@ def calibrate(
         b_g2_threads=B_G2_THREADS if b_g2_threads is None else b_g2_threads,
         b_g2_on=b_g2_on,
         msm_capacity=msm_capacity,
+        abc_upload=abc_upload,
         keys_dir=keys_dir,
         circuit=_circuit(circuit),
     ).check(max(ladder))

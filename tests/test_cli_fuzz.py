@@ -78,6 +78,7 @@ NAME_OPTIONS = {
     "placement",
     "device_law",
     "msm_capacity",
+    "abc_upload",
 }
 OUTPUT_PATHS = {"trace", "plot", "out", "timeline", "records"}
 #: A directory the command creates if it must: malformed when it cannot be one.

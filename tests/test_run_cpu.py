@@ -298,3 +298,28 @@ def test_the_prover_is_set_up_as_its_profile_was_calibrated() -> None:
     )
     seed = ProverSettings.as_calibrated(load_profile(find_profile("seed-rtx5070ti")))
     assert seed == ProverSettings()  # the seed was not calibrated: nothing to carry
+    # a, b, c: the shipped profile predates their pins, so its runs stage them as it did
+    assert shipped.abc_upload == "staged" and seed.abc_upload == "pinned"
+
+
+def test_a_run_uploads_a_b_c_the_way_its_profile_measured():
+    import tomllib
+
+    from typer.testing import CliRunner
+
+    from simgpu.cli import app
+    from simgpu.errors import UserError
+    from simgpu.profile import find_profile, load_profile, profile_from_dict
+    from simgpu.real.executor import ProverSettings
+
+    doc = tomllib.loads(find_profile("h200-cupy").read_text())
+    for recorded, run in (("pinned", "pinned"), ("staged", "staged"), ("mixed", "pinned")):
+        prof = profile_from_dict(doc | {"calibration": doc["calibration"] | {"abc_upload": recorded}})
+        assert ProverSettings.as_calibrated(prof).abc_upload == run, recorded
+    assert load_profile(find_profile("h200-cupy")).calibrated_abc_upload == "staged"
+    with pytest.raises(UserError, match="--abc-upload 'banana': must be pinned or staged"):
+        ProverSettings(backend="cpu", abc_upload="banana").check(1 << 10)
+    r = CliRunner().invoke(app, ["run", "--backend", "cpu", "--abc-upload", "banana"])
+    assert r.exit_code == 2 and r.output.strip().splitlines() == [
+        "error: --abc-upload 'banana': must be pinned or staged"
+    ], r.output

@@ -194,7 +194,7 @@ class Profile:
     #: ... and how its G2 MSM on a device sized its arrays (by the "witness" or the "key").
     calibrated_msm_capacity: str | None = None
     #: ... and how its a, b, c reached the device: "pinned" where they landed, "staged"
-    #: (or None: before they could be pinned), "mixed".
+    #: (so too a calibration from before they could be pinned), or "mixed".
     calibrated_abc_upload: str | None = None
     #: [buffer_arrays]: device buffer -> (size, the fractions of its bytes the prover
     #: allocates as separate arrays, in order) per measured size (size 0: every size); a
@@ -517,6 +517,13 @@ def _calibrated_name(cal: Any, key: str, where: str) -> str | None:
     return cal[key]
 
 
+def _calibrated_upload(cal: Any, where: str) -> str | None:
+    """[calibration] abc_upload; a calibration that predates it (2026-12-06) staged them."""
+    if not isinstance(cal, dict):
+        return None
+    return _calibrated_name(cal, "abc_upload", where) or "staged"
+
+
 def _calibrated_b_g2_threads(cal: Any, where: str) -> int | None:
     if not isinstance(cal, dict) or "b_g2_threads" not in cal:
         return None
@@ -626,7 +633,7 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
         calibrated_b_g2_on=_calibrated_name(data.get("calibration"), "b_g2_on", where),
         calibrated_circuit=_calibrated_name(data.get("calibration"), "circuit", where),
         calibrated_msm_capacity=_calibrated_name(data.get("calibration"), "msm_capacity", where),
-        calibrated_abc_upload=_calibrated_name(data.get("calibration"), "abc_upload", where),
+        calibrated_abc_upload=_calibrated_upload(data.get("calibration"), where),
         buffer_arrays=_buffer_arrays(data.get("buffer_arrays"), buffers, where),
     )
     # Evaluate every law once at the default size so a broken law fails at load time.

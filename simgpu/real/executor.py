@@ -38,6 +38,16 @@ from simgpu.workers import spawn_pool, stop_pool
 
 GPU_STAGES = ("prestage", "kernels")
 BACKENDS = ("cupy", "cpu")
+#: How a partition's a, b, c reach the device (ProverSettings.abc_upload).
+ABC_UPLOADS = ("pinned", "staged")
+
+
+def calibrated_upload(recorded: str | None) -> str | None:
+    """The upload a run takes to match a calibrated profile: as it recorded, where some of
+    its pins were refused ("mixed") the pinned way it asked for; None where it says none."""
+    return "pinned" if recorded == "mixed" else recorded
+
+
 #: The CPU backend's largest partition: its H computation is the kernels' Python-integer
 #: reference, about a second at 2^12 and a minute at 2^16.
 MAX_CPU_CONSTRAINTS = 1 << 16
@@ -122,6 +132,10 @@ class ProverSettings:
     #: partition's own count) or by the "key" (one count for every partition;
     #: simgpu.prover.device.MSM_CAPACITIES)
     msm_capacity: str = "witness"
+    #: how each partition's a, b, c reach the device (ABC_UPLOADS): "pinned", page-locked
+    #: where they land so that the prestage only queues their copies (transfer.pin_pages),
+    #: or "staged", packed through the page-locked staging under the GPU lock
+    abc_upload: str = "pinned"
     keys_dir: Path = field(default_factory=lambda: Path(os.environ.get("SIMGPU_KEYS", "out/keys")))
     total_budget: int | None = None
     safety_margin: int = 2 << 30
@@ -158,6 +172,7 @@ class ProverSettings:
             "b_g2_threads": prof.calibrated_b_g2_threads,
             "circuit": prof.calibrated_circuit,
             "msm_capacity": prof.calibrated_msm_capacity,
+            "abc_upload": calibrated_upload(prof.calibrated_abc_upload),
         }
         return cls(**{k: v for k, v in calibrated.items() if v is not None} | prover)
 
@@ -168,6 +183,8 @@ class ProverSettings:
             raise UserError(f"--backend {self.backend!r}: unknown (known: {', '.join(BACKENDS)})")
         if self.b_g2_on not in ("cpu", "gpu"):
             raise UserError(f"--b-g2-on {self.b_g2_on!r}: must be cpu or gpu")
+        if self.abc_upload not in ABC_UPLOADS:
+            raise UserError(f"--abc-upload {self.abc_upload!r}: must be {' or '.join(ABC_UPLOADS)}")
         if self.msm_capacity not in MSM_CAPACITIES:
             raise UserError(f"--msm-capacity {self.msm_capacity!r}: must be {' or '.join(MSM_CAPACITIES)}")
         if isinstance(self.vram_limit, tuple) and len(self.vram_limit) != self.devices:
@@ -237,7 +254,10 @@ class ProverExecutor:
         self._uploads_lock = threading.Lock()
         #: page-locks each received result's a, b and c where they lie, so that the
         #: prestage only queues their copies (the GPU's backend; None on the CPU's)
-        self.pin: Callable[[np.ndarray], Any] | None = getattr(self.backends[0], "pin_pages", None)
+        self._can_pin = hasattr(self.backends[0], "pin_pages")
+        self.pin: Callable[[np.ndarray], Any] | None = (
+            self.backends[0].pin_pages if self._can_pin and settings.abc_upload == "pinned" else None
+        )
         self._pool: ProcessPoolExecutor | None = None
         #: names this executor's handed-off synthesis results (see close)
         self._tag = f"simgpu-{os.getpid()}-{id(self):x}"
@@ -379,8 +399,9 @@ class ProverExecutor:
     # ------------------------------------------------------------ stages
 
     def _noted(self, synth: Any) -> Any:
-        """`synth`, its upload's way counted (abc_uploads) where the backend can pin."""
-        if self.pin is not None:
+        """`synth`, its upload's way counted (abc_uploads) where a, b, c could be pinned
+        (the backend can, or a pin is set: CPU tests stand one in)."""
+        if self._can_pin or self.pin is not None:
             with self._uploads_lock:
                 self.abc_uploads["pinned" if synth.abc_pin is not None else "staged"] += 1
         return synth
