@@ -43,8 +43,10 @@ def calibrated_executors(
             ex.close()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def probe_args(doc: str) -> argparse.Namespace:
+    """The command line of a probe of the calibrated prover's driver stages (this one,
+    gil_handover.py): sizes, backend, repeats, keys, profile and where the JSON goes."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("sizes", nargs="+", help="constraints, e.g. 2^20")
     ap.add_argument("--backend", default="cupy", help="cpu: a dry run")
     ap.add_argument("--repeats", type=int, default=6)
@@ -53,7 +55,11 @@ def main() -> None:
         "--profile", default="h200-cupy", help="the calibrated profile whose prover set-up is used"
     )
     ap.add_argument("--json")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = probe_args(__doc__)
     out = {}
     for n, ex in calibrated_executors(args.profile, args.sizes, args.backend, args.keys_dir):
         got = measure_beside_prep(ex, n, lambda line: print(line, flush=True), repeats=args.repeats)

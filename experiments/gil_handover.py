@@ -13,24 +13,16 @@ where they come from another machine than the profile's).  The prover is set up 
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-from beside_prep import calibrated_executors
+from beside_prep import calibrated_executors, probe_args
 
 from simgpu.calibrate.lock import measure_gil
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("sizes", nargs="+", help="constraints, e.g. 2^20")
-    ap.add_argument("--backend", default="cupy", help="cpu: a dry run")
-    ap.add_argument("--repeats", type=int, default=6)
-    ap.add_argument("--keys-dir", default="out/keys")
-    ap.add_argument("--profile", default="h200-cupy", help="the profile whose prover set-up is used")
-    ap.add_argument("--json")
-    args = ap.parse_args()
+    args = probe_args(__doc__)
     out = {}
     for n, ex in calibrated_executors(args.profile, args.sizes, args.backend, args.keys_dir):
         gil, waits = measure_gil(ex, n, lambda line: print(line, flush=True), repeats=args.repeats)

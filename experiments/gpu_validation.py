@@ -158,6 +158,7 @@ def measure(args: argparse.Namespace) -> None:
             vram_limit=cap,
             partition_workers=args.partition_workers,
             keys_dir=Path(args.keys_dir),
+            **({"abc_upload": args.abc_upload} if args.abc_upload else {}),
         )
         t = time.perf_counter()
         ex = ProverExecutor(settings.spec(n), settings)
@@ -404,7 +405,8 @@ def runs_upload(runs: list[dict[str, Any]]) -> str:
 def upload_note(calibrated: str | None, runs: list[dict[str, Any]]) -> str:
     """A sentence for the report where the profile measured a, b, c reaching the device
     one way and the runs another: their prestages then differ (transfer.pin_pages)."""
-    profile_way, runs_way = calibrated or "staged", runs_upload(runs)
+    # a profile that says nothing was not calibrated: its runs take the prover's default
+    profile_way, runs_way = calibrated or "pinned", runs_upload(runs)
     if profile_way == runs_way:
         return ""
     return (
@@ -964,6 +966,11 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--proofs", type=int, default=6)
     ap.add_argument("--partition-workers", type=int, default=8)
+    ap.add_argument(
+        "--abc-upload",
+        choices=("pinned", "staged"),
+        help="measure: how a, b, c reach the device (default: as the profile was calibrated)",
+    )
     ap.add_argument(
         "--runs",
         type=int,

@@ -133,8 +133,8 @@ def test_a_profile_and_runs_that_uploaded_a_b_c_differently_are_told_apart():
     note = gpu_validation.upload_note
     old = [{"label": "B"}]  # runs from before the pins counted nothing: the staging
     pinned = [{"abc_uploads": {"pinned": 24, "staged": 0}}]
-    assert note(None, old) == "" and note("staged", old) == "" and note("pinned", pinned) == ""
-    assert "measured a, b and c staged, the runs pinned" in note(None, pinned)
+    assert note("staged", old) == "" and note("pinned", pinned) == "" and note(None, pinned) == ""
+    assert "measured a, b and c staged, the runs pinned" in note("staged", pinned)
     assert "the runs mixed" in note("pinned", [*pinned, {"abc_uploads": {"pinned": 0, "staged": 3}}])
 
 

@@ -54,7 +54,6 @@ class _Copy:
 def runtime(monkeypatch: pytest.MonkeyPatch) -> _Runtime:
     rt = _Runtime()
     monkeypatch.setattr(transfer.cuda, "get_cupy", lambda: SimpleNamespace(cuda=SimpleNamespace(runtime=rt)))
-    monkeypatch.delenv(transfer.STAGED_ABC_ENV, raising=False)
     monkeypatch.delenv(transfer.PAGEABLE_ENV, raising=False)
     return rt
 
@@ -103,7 +102,7 @@ def test_a_refusal_falls_back_and_is_said_once(runtime):
     assert runtime.calls == []
 
 
-def test_the_staged_a_b_switch_locks_nothing(runtime, monkeypatch):
+def test_the_pageable_a_b_switch_locks_nothing(runtime, monkeypatch):
     _, abc = _abc()
-    monkeypatch.setenv(transfer.STAGED_ABC_ENV, "1")
+    monkeypatch.setenv(transfer.PAGEABLE_ENV, "1")
     assert transfer.pin_pages(abc) is None and runtime.calls == []

@@ -6,7 +6,7 @@
 #   call 1: experiments/pinned_abc.py (the upload both ways alone, every copy checked),
 #           calibrate (the thirty-fifth's), A-G anchored, then L-R;
 #   call 2: the capped group H-K, then B and L with the staging as before
-#           (SIMGPU_STAGED_ABC, the A/B on one machine) and B and L pinned once more.
+#           (`--abc-upload staged`, the A/B on one machine) and B and L pinned once more.
 # Predict:
 #   python experiments/gpu_validation.py predict --profile $D/call1/h100-cupy-key.toml \
 #       --json $D/call1/grid-A-G.json --more-json $D/call1/grid-L-R.json $D/call2/grid-H-K.json \
@@ -30,7 +30,7 @@ if [ "$CALL" = 1 ]; then
 else
   [ -f "$PROFILE" ] || { echo "FRESH MACHINE: no $PROFILE, calibrating again"; calibrate_spanned 350 --msm-capacity key --pairing-sizes 2^20; }
   lease_validate "$(until_ 80)" grid-H-K 2176 --only H I J K
-  SIMGPU_STAGED_ABC=1 lease_validate "$(until_ 150)" staged-B-L 2176 --only B L
+  lease_validate "$(until_ 150)" staged-B-L 2176 --only B L --abc-upload staged
   lease_validate "$(until_ "$END")" pinned-B-L 2176 --only B L
 fi
 lease_finish

@@ -16,14 +16,34 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
 from simgpu.calibrate.chain import PRESSURE_STAGES, driver_chain, spanned
 
 
-class _BytecodeLoop:
+class _Neighbour:
+    """A thread beside the stage being measured, for a `with` block: started on entry,
+    stopped (its `_stop` set) and joined on exit.  Subclasses give `_run`."""
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class _BytecodeLoop(_Neighbour):
     """A thread that runs pure Python bytecode until stopped, counting its rounds.  As
     it stands it holds the interpreter lock but at the switch interval: what another
     driver thread's Python costs a stage at worst (every request the stage makes waits
@@ -34,10 +54,9 @@ class _BytecodeLoop:
     the pipeline, and a launch loop's queued kernels can hide part of each wait."""
 
     def __init__(self, hold: float | None = None, rest: float = 0.0) -> None:
+        super().__init__("bytecode_loop")
         self.rounds = 0
         self.hold, self.rest = hold, rest
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bytecode_loop", daemon=True)
 
     def _run(self) -> None:
         rounds = 0
@@ -57,14 +76,6 @@ class _BytecodeLoop:
             if hold is not None:
                 time.sleep(self.rest)
 
-    def __enter__(self) -> _BytecodeLoop:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
     def rate(self, seconds: float) -> float:
         """Rounds a second while this thread sleeps (the loop alone)."""
         r0, t0 = self.rounds, time.perf_counter()
@@ -78,7 +89,7 @@ class _BytecodeLoop:
 GIL_BURST = (2e-4, 2e-4)
 
 
-class _WakeProbe:
+class _WakeProbe(_Neighbour):
     """A thread that asks for the interpreter lock at random moments and notes how long
     each ask waited, like a shopper timing the queue at random visits: it sleeps a
     short random while (exponential: its visits fall at random in anyone's pattern),
@@ -87,11 +98,10 @@ class _WakeProbe:
     microseconds a visit, so it barely slows what it watches."""
 
     def __init__(self, mean_sleep: float = 3e-4, seed: int = 0) -> None:
+        super().__init__("wake_probe")
         self.mean_sleep = mean_sleep
         self.wakes: list[tuple[float, float]] = []  # (when it woke, how late)
-        self._stop = threading.Event()
         self._rng = np.random.default_rng(seed)
-        self._thread = threading.Thread(target=self._run, name="wake_probe", daemon=True)
 
     def _run(self) -> None:
         sleeps = iter(self._rng.exponential(self.mean_sleep, 1 << 22))
@@ -102,14 +112,6 @@ class _WakeProbe:
             sleep(dt)
             woke = now()
             wakes.append((woke, woke - t - dt))
-
-    def __enter__(self) -> _WakeProbe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def mean_late(self, a: float, b: float) -> float | None:
         """Mean lateness of the wakes between a and b (None: none fell there)."""

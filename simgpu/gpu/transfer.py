@@ -81,10 +81,6 @@ SHARED_COPIERS_ENV = "SIMGPU_SHARED_COPIERS"
 #: the A/B of experiments/leases/device_lease28.sh, not a setting for a prover.
 FRESH_COPIERS_ENV = "SIMGPU_FRESH_COPIERS"
 
-#: Set (to anything) to pack a, b and c through the staging as before they were
-#: page-locked where they landed: the A/B of the lease scripts, not a setting for a prover.
-STAGED_ABC_ENV = "SIMGPU_STAGED_ABC"
-
 #: cudaHostRegisterPortable (CuPy names no constant for it)
 HOST_REGISTER_PORTABLE = 1
 
@@ -234,9 +230,10 @@ _refusals: set[str] = set()
 
 def pin_pages(host: np.ndarray) -> HostPin | None:
     """Page-lock `host` (C-contiguous) where it lies, so that uploads from it are DMAs
-    the driver only queues; None where CUDA refuses it, or the A/B asks for the staging
-    (STAGED_ABC_ENV, PAGEABLE_ENV): the uploads then go through the staging."""
-    if os.environ.get(STAGED_ABC_ENV) or os.environ.get(PAGEABLE_ENV) or host.nbytes == 0:
+    the driver only queues; None where CUDA refuses it, or the pageable A/B is on
+    (PAGEABLE_ENV): the uploads then go through the staging.  Whether to pin at all is
+    the prover's setting (ProverSettings.abc_upload)."""
+    if os.environ.get(PAGEABLE_ENV) or host.nbytes == 0:
         return None
     if not host.flags.c_contiguous:
         raise ValueError("pin_pages: the memory must be C-contiguous")

@@ -248,7 +248,7 @@ class ProverExecutor:
         for b in self.backends:
             groth16.preload(self.pk, b)
         #: how each received result's a, b and c reached the device: page-locked where
-        #: they lay, or through the staging (a refusal, SIMGPU_STAGED_ABC, a pickled
+        #: they lay, or through the staging (abc_upload "staged", a refusal, a pickled
         #: result): the runs' and calibrate's record of which prover they measured
         self.abc_uploads = {"pinned": 0, "staged": 0}
         self._uploads_lock = threading.Lock()
