@@ -17,7 +17,7 @@ from simgpu.errors import OutOfMemory
 from simgpu.events import TaskView, with_doing
 from simgpu.ledger import Allocation, Ledger
 from simgpu.model import hostmem
-from simgpu.model.contention import FluidShare
+from simgpu.model.contention import MAX_FACTOR, FluidShare
 from simgpu.profile.resolve import (
     ALLOC,
     COPY,
@@ -105,6 +105,8 @@ def run_stage(
     out: Buffers | None = None
     held: dict[tuple[str, str], Allocation] = {}  # what this stage booked for itself, until freed
     host_added: list[str] = []
+    pins = rt.resolved.pins
+    locks = unlocks = False  # whether this stage page-locks / unlocks the uploaded buffers
     phased = rt.record_phases and len(st.phases) > 1
     try:
         for step in plan.steps:
@@ -118,6 +120,7 @@ def run_stage(
                             part.host = Buffers(rt.host)
                         part.host.add(step.buffer, a)
                         host_added.append(step.buffer)
+                        locks = locks or (pins is not None and step.buffer in pins.buffers)
                         out = part.host
                     else:
                         held[("host", step.buffer)] = a
@@ -139,6 +142,7 @@ def run_stage(
             elif step.op == HOST_RELEASE:
                 if isinstance(part.host, Buffers):
                     part.host.release(step.buffer)
+                unlocks = unlocks or (pins is not None and step.buffer in pins.buffers)
             elif step.op in (COPY, STAGE):
                 # COPY: inputs nobody pre-staged, from pageable memory; STAGE: a phase's
                 # staging, from pinned memory, queued on the device as prestage's copies are.
@@ -178,6 +182,28 @@ def run_stage(
             {"stage": name, "on": st.on, "device": device, "seconds": rt.now() - start, "error": str(e)},
         )
         raise
+    if pins is not None:
+        # as the results land (the lock) and once the upload's copies have left (the unlock)
+        if locks:
+            pin_pause(rt, *pins.lock, f"{name}: its uploads page-locked")
+        if unlocks:
+            pin_pause(rt, *pins.unlock, f"{name}: its uploads unlocked")
     end = {"stage": name, "on": st.on, "device": device, "seconds": rt.now() - start}
     rt._emit("stage_end", rec_ctx, end)
     return out
+
+
+def pin_pause(rt: StageHost, seconds: float, stall: float, what: str) -> None:
+    """Every device stands still for `stall` of the next `seconds`: host memory being
+    page-locked or unlocked (cudaHostRegister, cudaHostUnregister) holds the driver, and
+    an unlock first waits for the device's queued work and then holds it whole
+    (experiments/pin_barrier.py: a 384 MiB unlock stalled a spin-kernel stage on another
+    thread, or another stream, by all of its 6.4 ms; a lock by a third of its 11 ms).
+    It runs beside the stages, not in one: the lock's own time is already in the stage
+    that locks, as calibrate timed it.  A job on each device's `gpu` whose demand leaves
+    the jobs bound to it 1 - stall of their speed (all but none at a stall of 1)."""
+    if seconds <= 0.0 or stall <= 0.0:
+        return
+    demand = MAX_FACTOR if stall >= 1.0 else stall / (1.0 - stall)
+    for d in range(len(rt.vram)):
+        rt.fluid.submit(seconds, ((("gpu", d), demand, 0.0),), what)

@@ -136,6 +136,18 @@ class StagePlan:
 
 
 @dataclass(frozen=True)
+class PinPauses:
+    """A profile's [pins] at one size: which host buffers the prover page-locks where
+    they land, and the (seconds, stall) of locking them (as they land) and unlocking them
+    (once the stage that uploads them has ended): during each, the device's other work
+    stands still for `stall` of the time."""
+
+    buffers: frozenset[str]
+    lock: tuple[float, float]
+    unlock: tuple[float, float]
+
+
+@dataclass(frozen=True)
 class Resolved:
     """A profile evaluated at one partition size n."""
 
@@ -155,6 +167,8 @@ class Resolved:
     h2d_gbps: float = 0.0
     #: [buffer_arrays]: device buffer -> the fractions the prover allocates it in.
     buffer_arrays: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    #: [pins]: the pauses of page-locking the uploaded host buffers; None: not pinned.
+    pins: PinPauses | None = None
 
     @cached_property  # asked at every staging upload; the stages never change
     def upload_gpu(self) -> Use | None:

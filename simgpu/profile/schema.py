@@ -29,7 +29,14 @@ calibrate`) says, for one machine and one prover:
   of fractions of its bytes, in the order they are allocated, or such lists measured at
   sizes (``{points = [[n, [...]], ...]}``, the nearest size used), read from the prover's
   pool trace.  Only a caching ``vram_pool`` reads it: each array is a chunk of its own,
-  which is what decides how the pool's blocks split.
+  which is what decides how the pool's blocks split;
+* ``[pins]``: optionally, what page-locking the host buffers a partition uploads costs,
+  where the prover locks them where they land and unlocks them once their copies have
+  left (simgpu's `--abc-upload pinned`, cuzk's cudaHostRegister): seconds a GiB to lock
+  and to unlock (``lock_s_per_gib``, ``unlock_s_per_gib``), and the share of each that
+  the device's other work stands still (``lock_stall``, ``unlock_stall``; an unlock waits
+  for the device and holds it: 1).  A profile calibrated on a prover that staged them
+  has none.
 
 Laws are small arithmetic expressions over n, N, log2(.), sqrt(.), min/max, GiB/MiB/KiB,
 and named coefficients given beside them, e.g. ``time = {law = "a + b*N*log2(N)", a =
@@ -49,7 +56,7 @@ from simgpu.config import Workload, load_toml
 from simgpu.devicepool import POOLS
 from simgpu.errors import UserError
 from simgpu.profile.laws import Law, PointsLaw
-from simgpu.profile.resolve import Resolved, ResolvedPhase, ResolvedStage, Use
+from simgpu.profile.resolve import PinPauses, Resolved, ResolvedPhase, ResolvedStage, Use
 from simgpu.units import parse_size
 
 #: [buffer_arrays] of one buffer: (size, fractions) per measured size, by size.
@@ -157,6 +164,18 @@ class Hardware:
 
 
 @dataclass(frozen=True)
+class PinCosts:
+    """[pins]: page-locking the uploaded host buffers where they lie, per GiB, and how
+    much of it the device stands still for (model.interpreter's pin pauses), like a
+    loading dock that closes the road while a lorry backs in."""
+
+    lock_s_per_gib: float
+    unlock_s_per_gib: float
+    lock_stall: float
+    unlock_stall: float
+
+
+@dataclass(frozen=True)
 class Thrashing:
     """How one shared resource is shared (model.contention): by the proportional, the
     conserved or (the gpu only) the in-order law, and with an efficiency loss past a knee:
@@ -196,6 +215,9 @@ class Profile:
     #: ... and how its a, b, c reached the device: "pinned" where they landed, "staged"
     #: (so too a calibration from before they could be pinned), or "mixed".
     calibrated_abc_upload: str | None = None
+    #: [pins]: what locking and unlocking the uploaded host buffers costs; None where the
+    #: prover does not pin them (or nobody measured it).
+    pins: PinCosts | None = None
     #: [buffer_arrays]: device buffer -> (size, the fractions of its bytes the prover
     #: allocates as separate arrays, in order) per measured size (size 0: every size); a
     #: caching pool's grain (see simgpu.devicepool).
@@ -271,7 +293,27 @@ class Profile:
             self.hardware.h2d_pageable_gbps,
             self.hardware.h2d_gbps,
             {b: arrays_at(pts, n) for b, pts in self.buffer_arrays.items()},
+            self._pin_pauses(stages),
         )
+
+    def _pin_pauses(self, stages: Mapping[str, ResolvedStage]) -> PinPauses | None:
+        """[pins] at one size: the bytes the upload stage gives back to the host (what it
+        copied from, so what the prover locked), and each pause's (seconds, stall).  None
+        where the prover stages its uploads."""
+        pins = self.pins
+        if pins is None or self.calibrated_abc_upload == "staged":
+            return None
+        for st in stages.values():
+            uses = st.phases[0].uses if len(st.phases) == 1 else {}
+            if st.vram_out and "h2d" in uses and st.host_release:
+                sizes = {b: size for s in stages.values() for b, size in s.host_out}
+                gib = sum(sizes.get(b, 0) for b in st.host_release) / 2**30
+                return PinPauses(
+                    frozenset(st.host_release),
+                    (pins.lock_s_per_gib * gib, pins.lock_stall),
+                    (pins.unlock_s_per_gib * gib, pins.unlock_stall),
+                )
+        return None
 
 
 # --------------------------------------------------------------------- loading
@@ -436,6 +478,22 @@ def _rate(t: dict[str, Any], key: str) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float) or not (0 < v < math.inf):
         raise UserError(f"profile: [hardware] {key} must be a finite number of GB/s > 0, got {v!r}")
     return float(v)
+
+
+PIN_KEYS = ("lock_s_per_gib", "unlock_s_per_gib", "lock_stall", "unlock_stall")
+
+
+def _pins(t: Any, where: str) -> PinCosts | None:
+    if t is None:
+        return None
+    if not isinstance(t, dict) or set(t) != set(PIN_KEYS):
+        raise UserError(f"{where}: [pins] takes exactly {', '.join(PIN_KEYS)}")
+    for k, v in t.items():
+        top = 1.0 if k.endswith("stall") else math.inf
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= top or v == math.inf:
+            what = "a share from 0 to 1" if top == 1.0 else "finite seconds >= 0"
+            raise UserError(f"{where}: [pins] {k} must be {what}, got {v!r}")
+    return PinCosts(**{k: float(t[k]) for k in PIN_KEYS})
 
 
 def _vram_pool(v: Any) -> str:
@@ -634,6 +692,7 @@ def profile_from_dict(data: Mapping[str, Any], path: str = "") -> Profile:
         calibrated_circuit=_calibrated_name(data.get("calibration"), "circuit", where),
         calibrated_msm_capacity=_calibrated_name(data.get("calibration"), "msm_capacity", where),
         calibrated_abc_upload=_calibrated_upload(data.get("calibration"), where),
+        pins=_pins(data.get("pins"), where),
         buffer_arrays=_buffer_arrays(data.get("buffer_arrays"), buffers, where),
     )
     # Evaluate every law once at the default size so a broken law fails at load time.
