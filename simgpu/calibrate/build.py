@@ -49,6 +49,7 @@ from simgpu.calibrate.measure import (
     measure_stage_contention,
     serialized_share,
 )
+from simgpu.calibrate.pins import fit_pins, measure_pins
 from simgpu.errors import OutOfMemory, UserError
 from simgpu.profile.laws import fit_law
 from simgpu.profile.schema import phase_key
@@ -75,10 +76,13 @@ def build_profile(
     missing: list[str],
     device_law: str = "proportional",
     more: list[Contention] | None = None,
+    pins: dict[str, list[list[float]]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """The profile document and the fit error of each law; `device_law`: the law the
     device's uses are fitted for (simgpu.calibrate.fit.device_law); `more`: the stages'
-    contention read at other sizes (measure.measure_stage_contention)."""
+    contention read at other sizes (measure.measure_stage_contention); `pins`: what
+    locking a, b, c where they land cost (simgpu.calibrate.pins.measure_pins), for a
+    prover that did."""
     more = more or []
     from simgpu.prover.memory_plan import ProverShape, footprint_tables, prover_plan
 
@@ -251,6 +255,9 @@ def build_profile(
             ),
         },
     }
+    if pins and pins.get("rows") and doc["calibration"].get("abc_upload") != "staged":
+        doc["pins"] = fit_pins(pins["rows"])
+        doc["calibration"]["pins"] = {"rows": [[round(x, 6) for x in r] for r in pins["rows"]]}
     set_device_law(doc, contention, device_law)
     return doc, errors
 
@@ -547,6 +554,8 @@ def driver_rx_share(sizes: list[tuple[int, Mapping[str, list[float]]]]) -> float
 #: mixes host speeds in its fit (the H200 machines are VMs whose cores change speed 1.5-2x
 #: for minutes): calibrate says so, and records it as [calibration] host_drift.
 HOST_DRIFT_WARN = 1.25
+#: Repeats of each pin size (simgpu.calibrate.pins): a lock reads within 5% of its median.
+PIN_REPEATS = 3
 
 
 def abc_upload(runs: list[SizeRun]) -> str | None:
@@ -607,10 +616,20 @@ def calibrate(
     contention = None
     more: list[Contention] = []
     h2d = None
+    pins = None
     try:
         if settings.backend == "cupy":
             h2d = measure_h2d()
             log(f"host-to-device copy: {h2d:.1f} GB/s")
+            if settings.abc_upload == "pinned":
+                # a, b and c of the largest size, and of a quarter of it (32-byte scalars)
+                top = 3 * 32 * max(sizes)
+                try:
+                    pins = measure_pins([top // 4, top], PIN_REPEATS, log)
+                except Exception as e:  # noqa: BLE001 - said, and kept in the profile's `missing`
+                    # CUDA refused the lock, or the probe failed: the profile has no [pins]
+                    log(f"pins not measured: {type(e).__name__}: {e}")
+                    missing.append(f"pins: not measured ({type(e).__name__}: {e})")
         for i, n in enumerate(sizes):
             log(f"[{i + 1}/{len(sizes)}] n = {n:,} constraints")
             try:
@@ -662,6 +681,7 @@ def calibrate(
         missing,
         device_law=device_law,
         more=more,
+        pins=pins,
     )
     if device_law != device_law_of(contention, device_law):
         log(

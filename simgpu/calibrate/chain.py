@@ -40,6 +40,7 @@ def driver_chain(
     given, runs each stage (to watch something while it runs) and returns its result.
     `trip`: also the partition's synthesis result's way back (TRIP), its wall time less
     its compute, as measure_size splits it (the executor's probe)."""
+    from simgpu.prover import handoff
     from simgpu.real.executor import StageProbe
     from simgpu.sched.work import Partition, Proof
 
@@ -70,6 +71,7 @@ def driver_chain(
         out[stage] = time.perf_counter() - t
         if stage == "prestage":
             inputs = {"buffers": got}
+            handoff.settled()  # its pin unlocked here, not in the kernels (as measure_size)
         elif stage == "kernels":
             inputs["buffers"].free()
             inputs = {}

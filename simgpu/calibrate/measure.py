@@ -96,6 +96,7 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
     """Time every stage at size n through the prover executor's own stage hook
     (`ProverExecutor.run_stage`, as a real run calls it), one fresh partition per repeat,
     one stage at a time, the device synchronised at each boundary."""
+    from simgpu.prover import handoff
     from simgpu.prover.memory_plan import ProverShape, prover_plan, stage_peak
     from simgpu.real.executor import ProverExecutor, StageProbe
     from simgpu.sched.work import Partition, Proof
@@ -138,6 +139,9 @@ def measure_size(n: int, settings: Any, repeats: int, log: Callable[[str], None]
             buffers, dt = timed("prestage", part, 0)
             run.add("prestage", dt)
             run.vram_peak["prestage"] = max(run.vram_peak.get("prestage", 0), probe.vram_peak)
+            # a, b, c unlocked before the kernels are timed: the unlock stalls the device,
+            # and the model adds that as a pause of its own ([pins]), beside every stage
+            handoff.settled()
             _, dt = timed("kernels", part, 0, buffers=buffers)
             ex.free(buffers)  # as a run frees them (so that a pool trace sees it)
             run.add("kernels", dt)

@@ -21,3 +21,12 @@ __device__ __forceinline__ void mul_chain(u32* data, u32 iters) {
 
 extern "C" __global__ void bench_fr_mul(u32* data, u32 iters) { mul_chain<FrP>(data, iters); }
 extern "C" __global__ void bench_fp_mul(u32* data, u32 iters) { mul_chain<FpP>(data, iters); }
+
+// A kernel that only waits `cycles` SM clocks (one thread): a stage of known length for
+// timing what stalls the device beside it (simgpu.calibrate.pins), with no memory traffic
+// of its own to confound it.
+extern "C" __global__ void bench_spin(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}

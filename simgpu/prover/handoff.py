@@ -129,6 +129,9 @@ _releaser_lock = threading.Lock()
 def _drop_forever() -> None:
     while True:
         arrays = _released.get()
+        if len(arrays) == 1 and isinstance(arrays[0], threading.Event):
+            arrays[0].set()  # settled(): everything queued before it is let go
+            continue
         del arrays  # the last views: the mapping is unmapped here
 
 
@@ -143,6 +146,17 @@ def release_later(*arrays: Any) -> None:
             _releaser = threading.Thread(target=_drop_forever, name="handoff-releaser", daemon=True)
             _releaser.start()
     _released.put(arrays)
+
+
+def settled() -> None:
+    """Wait until the releaser has let go of everything handed to it before this call
+    (its pins unlocked): for calibrate, which times the stage after prestage without the
+    unlock that a pipeline's model adds on its own (simgpu.profile [pins])."""
+    if _releaser is None:
+        return
+    done = threading.Event()
+    _released.put((done,))
+    done.wait()
 
 
 def synthesize_handed_off(spec: CircuitSpec, partition_seed: int, tag: str) -> Handoff | Synthesized:

@@ -1,0 +1,186 @@
+"""What page-locking the uploaded host buffers costs the device: the profile's [pins].
+
+A prover that page-locks a, b, c where they land (`--abc-upload pinned`, cuzk's
+cudaHostRegister) and unlocks them once their copies have left pays twice per partition,
+like a loading dock that closes the road while a lorry backs in and again while it pulls
+out: the lock holds the driver, so the other threads' launches wait; the unlock first
+waits for the device's queued work and then holds the device itself (the thirty-seventh
+lease's probe, experiments/pin_barrier.py: a 384 MiB unlock stalled a stage on another
+thread or stream by all of its 6.4 ms; the 11 ms lock stalled one launching thread by a
+third of it, and two not at all).
+
+`measure_pins` times, for regions of the given sizes in shared memory (as a received
+result's mapping), the lock and the unlock alone, and the stall each causes to two
+threads launching a stage of spin kernels (bench.cu's bench_spin: a known length, no
+memory traffic), as a pipeline's two GPU workers do.  `fit_pins` reads them into the
+[pins] keys: seconds a GiB (over all sizes, by bytes) and the stall as a share of the
+call's time.
+"""
+
+from __future__ import annotations
+
+import functools
+import mmap
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+#: A spin kernel's length, and the stage's kernels between its syncs (a stage's pattern).
+SPIN_MS = 2.0
+SYNC_EVERY = 4
+#: Kernels in a stage: long enough to hold the call, a third of the way in, whole.
+STAGE_KERNELS = 45
+#: The threads launching beside the call: a pipeline's two GPU workers.
+LAUNCHERS = 2
+
+
+def _region(nbytes: int, rng: np.random.Generator) -> tuple[np.ndarray, mmap.mmap]:
+    fd, path = tempfile.mkstemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        os.ftruncate(fd, nbytes)
+        mm = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    buf = np.frombuffer(mm, dtype=np.uint8)
+    buf[:] = rng.integers(0, 256, nbytes, dtype=np.uint8)
+    return buf, mm
+
+
+class _Spin:
+    """bench_spin scaled to SPIN_MS, and a stage of it."""
+
+    def __init__(self) -> None:
+        from simgpu.gpu.cuda import get_cupy, load_module
+
+        self.cp = get_cupy()
+        self.k = load_module("bench.cu").get_function("bench_spin")
+        self.cycles = 1_000_000
+        for _ in range(3):
+            t = self._once(self.cycles)
+            self.cycles = max(1000, int(self.cycles * SPIN_MS / max(t, 1e-3)))
+
+    def _once(self, cycles: int) -> float:
+        self.k((1,), (1,), (np.int64(cycles),))
+        self.cp.cuda.Device().synchronize()
+        t = time.perf_counter()
+        self.k((1,), (1,), (np.int64(cycles),))
+        self.cp.cuda.Device().synchronize()
+        return (time.perf_counter() - t) * 1e3
+
+    def stage(self, started: threading.Event | None = None) -> float:
+        stream = self.cp.cuda.get_current_stream()
+        t = time.perf_counter()
+        for i in range(STAGE_KERNELS):
+            self.k((1,), (1,), (np.int64(self.cycles),))
+            if i == 0 and started is not None:
+                started.set()
+            if (i + 1) % SYNC_EVERY == 0:
+                stream.synchronize()
+        stream.synchronize()
+        return time.perf_counter() - t
+
+
+def _beside(spin: _Spin, call: Callable[[], None]) -> tuple[float, float]:
+    """(the launchers' stage, the call's time), `call` made a third of the way in."""
+    times: list[float] = []
+    started = threading.Event()
+
+    def launch() -> None:
+        times.append(spin.stage(started))
+
+    threads = [threading.Thread(target=launch) for _ in range(LAUNCHERS)]
+    for th in threads:
+        th.start()
+    if not started.wait(60):
+        raise RuntimeError("the spin kernels did not start")
+    time.sleep(STAGE_KERNELS * SPIN_MS / 3e3)
+    t = time.perf_counter()
+    call()
+    took = time.perf_counter() - t
+    for th in threads:
+        th.join()
+    return max(times), took
+
+
+def _alone(spin: _Spin) -> float:
+    times: list[float] = []
+    threads = [threading.Thread(target=lambda: times.append(spin.stage())) for _ in range(LAUNCHERS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return max(times)
+
+
+def _lock_into(pins: list[Any], buf: np.ndarray) -> None:
+    from simgpu.gpu import transfer
+
+    pins.append(transfer.pin_pages(buf))
+
+
+def measure_pins(sizes: list[int], repeats: int, log: Callable[[str], None]) -> dict[str, list[list[float]]]:
+    """For each region size (bytes) in `sizes`, `repeats` times: [bytes, lock s, unlock s,
+    the launchers' stall beside a lock s, beside an unlock s] under "rows" (the stall is
+    the stage beside less the median stage alone, read in the same repeat).  Each locked
+    region's copy to the device is checked against the host."""
+    from simgpu.gpu import transfer
+
+    cp = transfer.cuda.get_cupy()
+    spin = _Spin()
+    rng = np.random.default_rng()
+    rows: list[list[float]] = []
+    for nbytes in sizes:
+        for rep in range(repeats + 1):  # the first warms the driver's page tables
+            alone = statistics.median(_alone(spin) for _ in range(3))
+            buf, mm = _region(nbytes, rng)
+            t = time.perf_counter()
+            pin = transfer.pin_pages(buf)
+            lock = time.perf_counter() - t
+            if pin is None:
+                raise RuntimeError("CUDA refused to page-lock a region: no [pins] to measure")
+            dev = cp.empty(nbytes, dtype=cp.uint8)
+            transfer.to_device(dev, buf)
+            if not np.array_equal(cp.asnumpy(dev), buf):
+                raise RuntimeError("a page-locked region's copy differs from the host's")
+            del dev
+            t = time.perf_counter()
+            pin.close()
+            unlock = time.perf_counter() - t
+            pins: list[Any] = []
+            stage_lock, _ = _beside(spin, functools.partial(_lock_into, pins, buf))
+            stage_unlock, _ = _beside(spin, pins[0].close)
+            del buf, pins, pin
+            mm.close()
+            if rep:
+                stalls = [max(0.0, stage_lock - alone), max(0.0, stage_unlock - alone)]
+                rows.append([nbytes, lock, unlock, *stalls])
+        mine = [r for r in rows if r[0] == nbytes]
+        med = [statistics.median(r[i] for r in mine) * 1e3 for i in range(1, 5)]
+        log(
+            f"  pins of {nbytes / 2**20:.0f} MiB: lock {med[0]:.1f} ms, unlock {med[1]:.1f} ms; {LAUNCHERS} "
+            f"launching threads stall {med[2]:.1f} ms beside a lock, {med[3]:.1f} beside an unlock"
+        )
+    return {"rows": rows}
+
+
+def fit_pins(rows: list[list[float]]) -> dict[str, float]:
+    """The [pins] keys from measure_pins' rows: seconds a GiB through the origin (total
+    time over total bytes), and each stall as a share of its call's time (0-1)."""
+    if not rows:
+        raise ValueError("fit_pins: no rows")
+    gib = sum(r[0] for r in rows) / 2**30
+    lock, unlock = sum(r[1] for r in rows), sum(r[2] for r in rows)
+    stall_lock, stall_unlock = sum(r[3] for r in rows), sum(r[4] for r in rows)
+    return {
+        "lock_s_per_gib": round(lock / gib, 6),
+        "unlock_s_per_gib": round(unlock / gib, 6),
+        "lock_stall": round(min(1.0, stall_lock / lock), 3) if lock > 0 else 0.0,
+        "unlock_stall": round(min(1.0, stall_unlock / unlock), 3) if unlock > 0 else 0.0,
+    }
