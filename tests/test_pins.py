@@ -1,0 +1,120 @@
+"""[pins]: what page-locking a, b, c where they land costs the device, in the profile, in
+calibrate's fit, and in the model (a pause of every device as each partition's results
+land and once its upload has left)."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import tomllib
+
+import pytest
+from conftest import ROOT
+
+from simgpu.calibrate.pins import fit_pins
+from simgpu.config import PipelineConfig
+from simgpu.errors import UserError
+from simgpu.model.sim import SimRuntime
+from simgpu.profile import profile_from_dict
+from simgpu.prover import handoff
+from simgpu.report.metrics import summarize
+from simgpu.sched.registry import resolve_design
+
+SHIPPED = ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml"
+#: The thirty-seventh lease's probe on an H100 (docs/data/h100-2026-12-06k): 384 MiB
+#: locked in 11.3 ms, unlocked in 6.4; two launching threads stalled by none of the lock
+#: and all of the unlock.
+MEASURED = {"lock_s_per_gib": 0.0301, "unlock_s_per_gib": 0.017, "lock_stall": 0.0, "unlock_stall": 1.0}
+
+
+def _doc(upload: str | None = "pinned", pins: dict | None = MEASURED) -> dict:
+    doc = copy.deepcopy(tomllib.loads(SHIPPED.read_text()))
+    if upload is None:
+        doc["calibration"].pop("abc_upload", None)
+    else:
+        doc["calibration"]["abc_upload"] = upload
+    if pins is not None:
+        doc["pins"] = dict(pins)
+    return doc
+
+
+def _run(doc: dict, design: str = "single-lock", **config: object) -> tuple[object, object]:
+    prof = profile_from_dict(doc, "pins-test")
+    cfg = PipelineConfig().with_overrides(proofs=8, gpu_workers_per_device=2, **config)
+    wl = prof.workload()
+    result = SimRuntime(prof, cfg, wl, seed=3).run(resolve_design(design).fn)
+    return prof, summarize(result)
+
+
+def test_a_pinned_profile_pauses_for_the_bytes_its_upload_stage_gives_back():
+    prof = profile_from_dict(_doc(), "pins-test")
+    n = prof.workload().constraints
+    r = prof.resolve(n)
+    gib = dict(b for st in r.stages.values() for b in st.host_out)["host_abc"] / 2**30
+    assert r.pins is not None and r.pins.buffers == {"host_abc"}
+    assert r.pins.lock == pytest.approx((0.0301 * gib, 0.0))
+    assert r.pins.unlock == pytest.approx((0.017 * gib, 1.0))
+
+
+@pytest.mark.parametrize("upload", ["staged", None])
+def test_a_prover_that_stages_its_uploads_has_no_pauses(upload):
+    # a profile calibrated before the pins reads as staged: its [pins], if any, is moot
+    prof = profile_from_dict(_doc(upload), "pins-test")
+    assert prof.resolve(prof.workload().constraints).pins is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"lock_s_per_gib": 0.03},  # keys missing
+        {**MEASURED, "unlock_stall": 1.5},  # a share above 1
+        {**MEASURED, "lock_s_per_gib": -1},
+        {**MEASURED, "lock_stall": "most"},
+        {**MEASURED, "colour": 1},
+    ],
+)
+def test_a_bad_pins_table_is_refused_in_one_line(bad):
+    with pytest.raises(UserError, match=r"\[pins\]"):
+        profile_from_dict(_doc(pins=bad), "pins-test")
+
+
+def test_the_unlock_stalls_the_device_and_costs_throughput_where_the_gpu_is_the_bottleneck():
+    _, without = _run(_doc(pins=None))
+    _, paused = _run(_doc())
+    # every partition's unlock stalls whatever runs on the device for all of its time
+    assert paused.throughput > without.throughput
+    # ... by about its pauses (a stall may also shift a lock hand-over: not exactly)
+    prof = profile_from_dict(_doc(), "pins-test")
+    r = prof.resolve(prof.workload().constraints)
+    per_proof = prof.workload().partitions * (r.pins.unlock[0] + r.pins.lock[0] * r.pins.lock[1])
+    assert paused.throughput - without.throughput <= per_proof * 1.5
+
+
+def test_a_pause_that_stalls_nothing_changes_nothing():
+    _, without = _run(_doc(pins=None))
+    _, idle = _run(_doc(pins={**MEASURED, "unlock_stall": 0.0}))
+    assert idle.throughput == pytest.approx(without.throughput, rel=1e-9)
+
+
+def test_fit_pins_reads_seconds_a_gib_and_the_stall_as_a_share():
+    gib = 2**30
+    rows = [[gib // 4, 0.0075, 0.0045, 0.0, 0.0045], [gib, 0.030, 0.017, 0.003, 0.017]]
+    got = fit_pins(rows)
+    assert got["lock_s_per_gib"] == pytest.approx(0.0375 / 1.25)
+    assert got["unlock_s_per_gib"] == pytest.approx(0.0215 / 1.25)
+    assert got["lock_stall"] == pytest.approx(0.003 / 0.0375, abs=1e-3)
+    assert got["unlock_stall"] == 1.0
+    with pytest.raises(ValueError):
+        fit_pins([])
+
+
+def test_settled_returns_once_the_releaser_has_let_go_of_what_came_before():
+    let_go = threading.Event()
+
+    class Pin:
+        def __del__(self) -> None:
+            let_go.set()
+
+    handoff.release_later(Pin())
+    handoff.settled()
+    assert let_go.is_set()
