@@ -118,3 +118,11 @@ def test_settled_returns_once_the_releaser_has_let_go_of_what_came_before():
     handoff.release_later(Pin())
     handoff.settled()
     assert let_go.is_set()
+
+
+def test_the_bottleneck_report_names_the_stalls_only_where_the_prover_pins():
+    _, paused = _run(_doc())
+    _, staged = _run(_doc(upload="staged"))
+    # two pauses a partition: the unlock's whole time and the lock's stalled share
+    assert 0.0 < paused.bottleneck["pin_stalls"] < 0.2
+    assert "pin_stalls" not in staged.bottleneck

@@ -42,6 +42,8 @@ class StageHost(Protocol):
     vram: list[Ledger]
     resolved: Resolved
     record_phases: bool
+    #: (start, end) of the time every device stood still for page-locks (pin_pause)
+    pin_stalls: list[tuple[float, float]]
 
     def now(self) -> float: ...
 
@@ -205,5 +207,7 @@ def pin_pause(rt: StageHost, seconds: float, stall: float, what: str) -> None:
     if seconds <= 0.0 or stall <= 0.0:
         return
     demand = MAX_FACTOR if stall >= 1.0 else stall / (1.0 - stall)
+    now = rt.now()
+    rt.pin_stalls.append((now, now + seconds * min(1.0, stall)))  # for the bottleneck report
     for d in range(len(rt.vram)):
         rt.fluid.submit(seconds, ((("gpu", d), demand, 0.0),), what)

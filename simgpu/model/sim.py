@@ -109,6 +109,7 @@ class SimRuntime(RuntimeBase):
             thrash=hostmem.thrashing(profile, config.devices),
             conserved=hostmem.shared_by(profile, config.devices, "conserved"),
         )
+        self.pin_stalls: list[tuple[float, float]] = []  # model.interpreter.pin_pause
         self.rng = random.Random(seed)
         self._ctx: dict[simpy.Process, dict[str, Any]] = {}
         self._names: dict[simpy.Process, str] = {}
@@ -312,6 +313,8 @@ class SimRuntime(RuntimeBase):
             r if isinstance(r, str) else f"{r[0]}{r[1]}": spans
             for r, spans in self.fluid.saturation(env.now).items()
         }
+        if self.pin_stalls:  # the devices stood still for page-locks ([pins])
+            result.saturation["pins"] = [list(x) for x in self.pin_stalls]
         return result
 
     def task_views(self) -> list[TaskView]:

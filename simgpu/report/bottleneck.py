@@ -13,6 +13,9 @@ bounded progress:
   waiting for a lock whose holder runs kernels on d.
 * ``host_membw``: host memory bandwidth is oversubscribed (the model stretches the jobs
   bound to it); null for a real run, which cannot see it.
+* ``pin_stalls``: the devices stand still for page-locks (a profile's [pins]: each
+  partition's a, b, c locked as they land and unlocked once uploaded; the stalled part
+  of each); only for a model run whose profile pins.
 * ``synthesis_pool``: the pool is full with partitions waiting behind it (for a slot, or
   for their budget share while no slot is free), and host memory bandwidth is not
   oversubscribed (when it is, the syntheses holding the slots are bandwidth-bound: a
@@ -140,6 +143,8 @@ def bottleneck(
     out: dict[str, float | None] = {}
     membw = None if saturation is None else union(saturation.get("membw", []))
     out["host_membw"] = None if membw is None else share(membw)
+    if saturation and saturation.get("pins"):
+        out["pin_stalls"] = share(union(saturation["pins"]))
     # lock waits: behind kernels (the GPU's) or not (the lock's)
     behind_kernels: dict[int | None, list[Spans]] = defaultdict(list)
     lock_shares: dict[str, float] = {}
@@ -183,6 +188,7 @@ def ranked(shares: dict[str, float | None]) -> list[tuple[str, float]]:
 #: How the table and explain name each kind of share.
 LABELS = {
     "host_membw": "host memory bandwidth",
+    "pin_stalls": "devices standing still for page-locks (pins)",
     "synthesis_pool": "synthesis pool",
     "host_budget": "host budget",
     "gpu_queue_full": "GPU queue full (backpressure)",
