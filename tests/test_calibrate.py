@@ -1106,3 +1106,25 @@ def test_the_second_prestage_uploads_a_b_c_the_way_the_first_did():
     assert pin == "pin" and region.ctypes.data % mmap.PAGESIZE == 0  # as a received result's
     assert [x.ctypes.data for x in copies] == [region.ctypes.data + i * a.nbytes for i in range(3)]
     assert all(np.array_equal(x, y) for x, y in zip(copies, (a, b, c), strict=True))
+
+
+def test_results_coming_back_beside_the_stages_are_not_page_locked(tmp_path) -> None:
+    """measure_handoff times the driver's stages beside results coming back; those
+    results are mapped but not page-locked: what the pins cost is [pins]'s (measured
+    apart, simgpu.calibrate.pins), and read here too it would count twice.  The chain's
+    own partitions are pinned as a pipeline's are (a stand-in pin that refuses, so the
+    CPU backend's uploads go the staged way)."""
+    from simgpu.calibrate.measure import measure_handoff
+    from simgpu.prover.circuits import CircuitSpec
+    from simgpu.real.executor import ProverExecutor, ProverSettings
+
+    spec = CircuitSpec(log_constraints=8, public_inputs=2, seed=13)
+    ex = ProverExecutor(spec, ProverSettings(backend="cpu", partition_workers=2, keys_dir=tmp_path))
+    pinned: list[int] = []
+    ex.pin = lambda region: pinned.append(region.nbytes)  # None: refused, uploads staged
+    try:
+        got = measure_handoff(ex, spec.constraints, lambda _: None, repeats=1)
+    finally:
+        ex.close()
+    assert all(len(rows) == 1 for rows in got.values())
+    assert len(pinned) == 3  # the warm chain's partition, the one alone and the one beside

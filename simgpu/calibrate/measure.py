@@ -209,6 +209,8 @@ def _kernels_unsynced(
     reading is kept beside the first: on the 25th and 26th leases' H200s the first read
     24-32% over what a prestage with nothing beside it took in the pipeline (median of
     105-113 spans, experiments/stage_overlap.py), the kernels 4-5%."""
+    from simgpu.prover import handoff
+
     device = ex.backends[0]
     prepared = part.host.prepared
     prepared.a, prepared.b, prepared.c, prepared.abc_pin = abc
@@ -219,6 +221,7 @@ def _kernels_unsynced(
     try:
         buffers, again = timed("prestage", part, 0)
         try:
+            handoff.settled()  # the copy's pin unlocked first, as measure_size's
             _, dt = timed("kernels", part, 0, buffers=buffers)
         finally:
             ex.free(buffers)
@@ -547,7 +550,11 @@ def measure_handoff(
     """Each driver stage (PRESSURE_STAGES) on a fresh partition, alone and beside
     synthesis results coming back into this process as a pipeline's do: HANDOFF_STREAMS
     threads, each over and over a synthesis in the executor's pool, its result handed
-    off, received (mapped into the driver) and dropped.  stage -> `repeats` tuples
+    off, received (mapped into the driver, not page-locked: the pins' own cost is
+    measured apart, simgpu.calibrate.pins, and the model adds it as pauses; read here it
+    would count twice, and noisily: the 38th lease's prestage read 0.43, the median of
+    four repeats two of which took 1.8x and 4.4x as long beside, where a pin's unlock
+    stands the device still) and dropped.  stage -> `repeats` tuples
     (alone, beside, the results on their way back beside it, the syntheses computing
     beside it), the two calls back to back; the last two are mean counts over the call
     beside, from each result's trip (its wall time less its compute, as measure_trips
@@ -578,7 +585,9 @@ def measure_handoff(
                     handoff.synthesize_handed_off_timed, ex.spec, ex.partition_seed(part), ex._tag
                 )
                 result, compute, _, extra = job.result()
-                synth = handoff.receive(result, ex.pin)
+                # not page-locked: what the pins cost the driver's stages is [pins]'s
+                # (simgpu.calibrate.pins), which the model adds as pauses of its own
+                synth = handoff.receive(result)
                 end = time.perf_counter()
                 del synth  # its memory goes back with its arrays, as a pipeline's does
                 trip = max(0.0, end - t - extra - compute)
