@@ -147,3 +147,36 @@ def test_a_refused_pin_falls_back_to_the_staging_and_says_so() -> None:
     transfer.to_device(dev, host)  # no pin holds it now: through the staging
     assert np.array_equal(cp.asnumpy(dev), host)
     del host
+
+
+def test_a_pin_let_go_on_the_releaser_is_unlocked_once_it_has_settled() -> None:
+    from simgpu.prover import handoff
+
+    raw = mmap.mmap(-1, 256 * 4096)
+    host = np.frombuffer(raw, dtype=np.uint32).reshape(-1, 8)
+    host[...] = np.random.default_rng().integers(0, 2**32, host.shape, dtype=np.uint32)
+    pin = transfer.pin_pages(host)
+    assert pin is not None
+    dev = cp.empty(host.shape, dtype=cp.uint32)
+    transfer.to_device(dev, host)
+    handoff.release_later(pin)  # as prestage lets a, b, c go
+    del pin
+    handoff.settled()  # as calibrate does before it times the kernels
+    assert not transfer.page_locked(host)
+    assert np.array_equal(cp.asnumpy(dev), host)
+    del host
+
+
+def test_calibrate_reads_what_the_pins_cost() -> None:
+    """simgpu.calibrate.pins on two small regions: every lock and unlock takes time, a
+    stall is never more than its call (within the spin stage's own jitter), and the fit
+    gives [pins] keys a profile accepts."""
+    from simgpu.calibrate.pins import fit_pins, measure_pins
+    from simgpu.profile.schema import _pins
+
+    got = measure_pins([4 << 20, 16 << 20], 1, lambda _: None)
+    rows = got["rows"]
+    assert [r[0] for r in rows] == [4 << 20, 16 << 20]
+    assert all(r[1] > 0 and r[2] > 0 and r[3] >= 0 and r[4] >= 0 for r in rows)
+    pins = _pins(fit_pins(rows), "test")
+    assert pins is not None and pins.lock_s_per_gib > 0 and 0 <= pins.unlock_stall <= 1
