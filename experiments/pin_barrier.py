@@ -15,7 +15,9 @@ candidate mechanisms with a spin kernel of known length instead of the prover's 
    count; another thread locks, unlocks, or both, a third of the way in: how much longer
    does the stage take than alone (the GPU's stall), and how long does the call take?
 4. `two`: two such threads (two GPU workers) and the lock beside them;
-5. `stream`: case 3 on a non-blocking stream of the stage's own.
+5. `stream`: case 3 on a non-blocking stream of the stage's own;
+6. a lock while another thread's unlock waits behind queued kernels (added after the
+   thirty-seventh lease's run: not in its data).
 
 The regions are /dev/shm files mapped with MAP_POPULATE, as a received result's are
 (simgpu.prover.handoff.receive), written with fresh random bytes each time; after each
@@ -162,6 +164,26 @@ def main() -> None:
         cp.cuda.get_current_stream().synchronize()
         del buf
         mm.close()
+        # 6. a lock while another thread's unlock waits behind 40 ms of queued kernels:
+        # does the driver hold the lock behind it?  (the pipeline's synthesis span, which
+        # ends with a lock, ran 60 ms longer pinned than staged on the 37th lease)
+        buf, mm = region(n, rng)
+        other, omm = region(n, rng)
+        first = checked_pin(cp, other)[0]
+        for _k in range(20):
+            sp.launch()
+        unlocker = threading.Thread(target=first.close)
+        unlocker.start()
+        time.sleep(0.005)
+        pin, took = checked_pin(cp, buf)
+        note("lock while an unlock waits behind 40 ms queued", took)
+        unlocker.join()
+        cp.cuda.get_current_stream().synchronize()
+        check_copy(cp, buf)
+        pin.close()
+        del buf, other, first
+        mm.close()
+        omm.close()
         # 3-5. a stage's pattern, alone and with a lock/unlock beside it
         note("stage alone", stage(sp, args.count, None))
         for what in ("lock", "unlock", "lock+unlock"):
