@@ -200,7 +200,8 @@ def pin_pause(rt: StageHost, seconds: float, stall: float, what: str) -> None:
     page-locked or unlocked (cudaHostRegister, cudaHostUnregister) holds the driver, and
     an unlock first waits for the device's queued work and then holds it whole
     (experiments/pin_barrier.py: a 384 MiB unlock stalled a spin-kernel stage on another
-    thread, or another stream, by all of its 6.4 ms; a lock by a third of its 11 ms).
+    thread, or another stream, by all of its 6.4 ms; its 11 ms lock stalled one launching
+    thread by a third of that, and two not at all: calibrate reads the share beside two).
     It runs beside the stages, not in one: the lock's own time is already in the stage
     that locks, as calibrate timed it.  A job on each device's `gpu` whose demand leaves
     the jobs bound to it 1 - stall of their speed (all but none at a stall of 1)."""
