@@ -43,19 +43,25 @@ def calibrated_executors(
             ex.close()
 
 
-def probe_args(doc: str) -> argparse.Namespace:
+def probe_parser(doc: str, repeats: int = 6) -> argparse.ArgumentParser:
     """The command line of a probe of the calibrated prover's driver stages (this one,
-    gil_handover.py): sizes, backend, repeats, keys, profile and where the JSON goes."""
+    gil_handover.py, host_sensitivity.py): sizes, backend, repeats, keys, profile and
+    where the JSON goes; a probe adds its own options to it."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("sizes", nargs="+", help="constraints, e.g. 2^20")
     ap.add_argument("--backend", default="cupy", help="cpu: a dry run")
-    ap.add_argument("--repeats", type=int, default=6)
+    ap.add_argument("--repeats", type=int, default=repeats)
     ap.add_argument("--keys-dir", default="out/keys")
     ap.add_argument(
         "--profile", default="h200-cupy", help="the calibrated profile whose prover set-up is used"
     )
     ap.add_argument("--json")
-    return ap.parse_args()
+    return ap
+
+
+def probe_args(doc: str) -> argparse.Namespace:
+    """probe_parser's options, parsed."""
+    return probe_parser(doc).parse_args()
 
 
 def main() -> None:

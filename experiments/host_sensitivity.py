@@ -26,7 +26,6 @@ keys to build; `--what both`, both.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -141,17 +140,12 @@ def summarize(rows: dict[str, list[list[float]]]) -> dict[str, dict[str, float]]
 
 
 def main() -> None:
+    from beside_prep import probe_parser  # experiments/: run from there, as its siblings
+
     from simgpu.profile import find_profile, load_profile
     from simgpu.real.executor import ProverExecutor, ProverSettings
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("sizes", nargs="+", help="constraints, e.g. 2^20")
-    ap.add_argument("--backend", default="cupy", help="cpu: a dry run")
-    ap.add_argument("--repeats", type=int, default=60)
-    ap.add_argument("--keys-dir", default="out/keys")
-    ap.add_argument(
-        "--profile", default="h200-cupy", help="the calibrated profile whose prover set-up is used"
-    )
+    ap = probe_parser(__doc__, repeats=60)
     ap.add_argument(
         "--what",
         choices=("driver", "synthesis", "both"),
@@ -159,7 +153,6 @@ def main() -> None:
         help="the driver's stages (a prover set up, its keys built), synthesis's steps on this "
         "thread (no keys), or both",
     )
-    ap.add_argument("--json")
     args = ap.parse_args()
     prof = load_profile(find_profile(args.profile))
     out = {}

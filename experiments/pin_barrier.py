@@ -29,65 +29,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import mmap
-import os
 import statistics
-import tempfile
 import threading
 import time
 
 import numpy as np
 
+from simgpu.calibrate.pins import SPIN_MS, SpinKernel, shm_region
 from simgpu.gpu import transfer
 from simgpu.gpu.cuda import get_cupy
 from simgpu.units import parse_count
 
-SPIN = r"""extern "C" __global__ void spin(long long cycles) {
-    long long t0 = clock64();
-    while (clock64() - t0 < cycles) { }
-}"""
-KERNEL_MS = 2.0
-SYNC_EVERY = 4
-
-
-class Spinner:
-    """Kernels of KERNEL_MS each (one thread spinning on the SM clock)."""
-
-    def __init__(self, cp: object) -> None:
-        self.cp = cp
-        self.k = cp.RawKernel(SPIN, "spin")
-        self.cycles = 1_000_000
-        for _ in range(3):  # scale to KERNEL_MS
-            t = self._time(self.cycles)
-            self.cycles = int(self.cycles * KERNEL_MS / max(t, 1e-3))
-
-    def launch(self, stream: object | None = None) -> None:
-        if stream is None:
-            self.k((1,), (1,), (np.int64(self.cycles),))
-        else:
-            self.k((1,), (1,), (np.int64(self.cycles),), stream=stream)
-
-    def _time(self, cycles: int) -> float:
-        cp = self.cp
-        self.k((1,), (1,), (np.int64(cycles),))
-        cp.cuda.Device().synchronize()
-        t = time.perf_counter()
-        self.k((1,), (1,), (np.int64(cycles),))
-        cp.cuda.Device().synchronize()
-        return (time.perf_counter() - t) * 1e3
-
 
 def region(n: int, rng: np.random.Generator) -> tuple[np.ndarray, object]:
-    """a, b, c's bytes for n constraints in a populated shared-memory mapping."""
-    nbytes = 3 * n * 32
-    fd, path = tempfile.mkstemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    os.ftruncate(fd, nbytes)
-    mm = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
-    os.close(fd)
-    os.unlink(path)
-    buf = np.frombuffer(mm, dtype=np.uint32)
-    buf[:] = rng.integers(0, 2**32, buf.size, dtype=np.uint32)
-    return buf, mm
+    """a, b, c's bytes for n constraints (32-byte scalars) in a populated shared-memory
+    mapping, as uint32 words."""
+    buf, mm = shm_region(3 * n * 32, rng)
+    return buf.view(np.uint32), mm
 
 
 def checked_pin(cp: object, buf: np.ndarray) -> tuple[object, float]:
@@ -106,17 +64,9 @@ def check_copy(cp: object, buf: np.ndarray) -> None:
         raise SystemExit("the device's copy differs from the page-locked host region")
 
 
-def stage(sp: Spinner, count: int, stream: object | None, started: threading.Event | None = None) -> float:
-    cp = sp.cp
-    t = time.perf_counter()
-    for i in range(count):
-        sp.launch(stream)
-        if i == 0 and started is not None:
-            started.set()
-        if (i + 1) % SYNC_EVERY == 0:
-            (stream or cp.cuda.get_current_stream()).synchronize()
-    (stream or cp.cuda.get_current_stream()).synchronize()
-    return (time.perf_counter() - t) * 1e3
+def stage(sp: SpinKernel, count: int, stream: object | None, started: threading.Event | None = None) -> float:
+    """ms for `count` spin kernels in a stage's pattern (SpinKernel.stage)."""
+    return sp.stage(count, stream, started) * 1e3
 
 
 def main() -> None:
@@ -128,7 +78,7 @@ def main() -> None:
     args = ap.parse_args()
     n = parse_count(args.size, "size", 1)
     cp = get_cupy()
-    sp = Spinner(cp)
+    sp = SpinKernel()
     rng = np.random.default_rng()
     rows: dict[str, list[float]] = {}
 
@@ -198,7 +148,7 @@ def main() -> None:
                 for th in ths:
                     th.start()
                 started.wait()
-                time.sleep(args.count * KERNEL_MS / 3e3)
+                time.sleep(args.count * SPIN_MS / 3e3)
                 t = time.perf_counter()
                 if what != "unlock":
                     held = checked_pin(cp, buf)[0]
@@ -230,8 +180,8 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in rows.items()}
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"size": n, "kernel_ms": KERNEL_MS, "count": args.count, "runs": rows}, f, indent=1)
-    print(f"n={n}: a, b, c = {3 * n * 32 / 2**20:.0f} MiB; a stage = {args.count} x {KERNEL_MS} ms kernels; "
+            json.dump({"size": n, "kernel_ms": SPIN_MS, "count": args.count, "runs": rows}, f, indent=1)
+    print(f"n={n}: a, b, c = {3 * n * 32 / 2**20:.0f} MiB; a stage = {args.count} x {SPIN_MS} ms kernels; "
           f"medians of {args.repeats}, ms; every locked region's copy checked")  # fmt: skip
     print("| what | ms |\n|---|---:|")
     for k, v in med.items():

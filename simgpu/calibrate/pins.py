@@ -40,7 +40,9 @@ STAGE_KERNELS = 45
 LAUNCHERS = 2
 
 
-def _region(nbytes: int, rng: np.random.Generator) -> tuple[np.ndarray, mmap.mmap]:
+def shm_region(nbytes: int, rng: np.random.Generator) -> tuple[np.ndarray, mmap.mmap]:
+    """`nbytes` of fresh random bytes in a populated shared-memory mapping, as a received
+    result's a, b, c lie (simgpu.prover.handoff.receive): (its bytes, the mapping)."""
     fd, path = tempfile.mkstemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     try:
         os.ftruncate(fd, nbytes)
@@ -53,8 +55,8 @@ def _region(nbytes: int, rng: np.random.Generator) -> tuple[np.ndarray, mmap.mma
     return buf, mm
 
 
-class _Spin:
-    """bench_spin scaled to SPIN_MS, and a stage of it."""
+class SpinKernel:
+    """bench_spin scaled to SPIN_MS a launch, and a stage of it."""
 
     def __init__(self) -> None:
         from simgpu.gpu.cuda import get_cupy, load_module
@@ -74,26 +76,37 @@ class _Spin:
         self.cp.cuda.Device().synchronize()
         return (time.perf_counter() - t) * 1e3
 
-    def stage(self, started: threading.Event | None = None) -> float:
-        stream = self.cp.cuda.get_current_stream()
-        t = time.perf_counter()
-        for i in range(STAGE_KERNELS):
+    def launch(self, stream: Any = None) -> None:
+        """One kernel, on `stream` or the thread's current one."""
+        if stream is None:
             self.k((1,), (1,), (np.int64(self.cycles),))
+        else:
+            self.k((1,), (1,), (np.int64(self.cycles),), stream=stream)
+
+    def stage(
+        self, kernels: int = STAGE_KERNELS, stream: Any = None, started: threading.Event | None = None
+    ) -> float:
+        """Seconds for `kernels` launches with a sync every SYNC_EVERY (a stage's pattern);
+        `started` is set once the first is queued."""
+        on = stream if stream is not None else self.cp.cuda.get_current_stream()
+        t = time.perf_counter()
+        for i in range(kernels):
+            self.launch(stream)
             if i == 0 and started is not None:
                 started.set()
             if (i + 1) % SYNC_EVERY == 0:
-                stream.synchronize()
-        stream.synchronize()
+                on.synchronize()
+        on.synchronize()
         return time.perf_counter() - t
 
 
-def _beside(spin: _Spin, call: Callable[[], None]) -> tuple[float, float]:
+def _beside(spin: SpinKernel, call: Callable[[], None]) -> tuple[float, float]:
     """(the launchers' stage, the call's time), `call` made a third of the way in."""
     times: list[float] = []
     started = threading.Event()
 
     def launch() -> None:
-        times.append(spin.stage(started))
+        times.append(spin.stage(started=started))
 
     threads = [threading.Thread(target=launch) for _ in range(LAUNCHERS)]
     for th in threads:
@@ -109,7 +122,7 @@ def _beside(spin: _Spin, call: Callable[[], None]) -> tuple[float, float]:
     return max(times), took
 
 
-def _alone(spin: _Spin) -> float:
+def _alone(spin: SpinKernel) -> float:
     times: list[float] = []
     threads = [threading.Thread(target=lambda: times.append(spin.stage())) for _ in range(LAUNCHERS)]
     for th in threads:
@@ -133,13 +146,13 @@ def measure_pins(sizes: list[int], repeats: int, log: Callable[[str], None]) -> 
     from simgpu.gpu import transfer
 
     cp = transfer.cuda.get_cupy()
-    spin = _Spin()
+    spin = SpinKernel()
     rng = np.random.default_rng()
     rows: list[list[float]] = []
     for nbytes in sizes:
         for rep in range(repeats + 1):  # the first warms the driver's page tables
             alone = statistics.median(_alone(spin) for _ in range(3))
-            buf, mm = _region(nbytes, rng)
+            buf, mm = shm_region(nbytes, rng)
             t = time.perf_counter()
             pin = transfer.pin_pages(buf)
             lock = time.perf_counter() - t

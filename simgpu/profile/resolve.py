@@ -136,6 +136,18 @@ class StagePlan:
 
 
 @dataclass(frozen=True)
+class PinCosts:
+    """[pins]: page-locking the uploaded host buffers where they lie, per GiB, and how
+    much of it the device stands still for (model.interpreter's pin pauses), like a
+    loading dock that closes the road while a lorry backs in."""
+
+    lock_s_per_gib: float
+    unlock_s_per_gib: float
+    lock_stall: float
+    unlock_stall: float
+
+
+@dataclass(frozen=True)
 class PinPauses:
     """A profile's [pins] at one size: which host buffers the prover page-locks where
     they land, and the (seconds, stall) of locking them (as they land) and unlocking them
@@ -167,25 +179,44 @@ class Resolved:
     h2d_gbps: float = 0.0
     #: [buffer_arrays]: device buffer -> the fractions the prover allocates it in.
     buffer_arrays: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
-    #: [pins]: the pauses of page-locking the uploaded host buffers; None: not pinned.
-    pins: PinPauses | None = None
+    #: [pins]: what page-locking the uploaded host buffers costs; None: not pinned.
+    pin_costs: PinCosts | None = None
+
+    @cached_property
+    def upload_stage(self) -> ResolvedStage | None:
+        """The stage that does nothing but upload: it makes device buffers in one phase
+        that leans on the host-to-device link (prestage); None where there is none."""
+        for st in self.stages.values():
+            if st.vram_out and len(st.phases) == 1 and "h2d" in st.phases[0].uses:
+                return st
+        return None
 
     @cached_property  # asked at every staging upload; the stages never change
     def upload_gpu(self) -> Use | None:
-        """How a pinned upload shares the device: the `gpu` use of the stage that does
-        nothing but upload (it makes device buffers and leans on the host-to-device
-        link: prestage).  A prover that sends every pinned copy the one way, as simgpu's
-        does (simgpu.gpu.transfer: onto the one stream the workers share), queues a
-        phase's staging exactly as it queues prestage's copies, so a STAGE step shares
-        the device as calibrate read prestage to (simgpu.calibrate.fit.exclusive_uses).
-        None where no such stage leans on the device: uploads then use the link alone."""
-        for st in self.stages.values():
-            if not st.vram_out or len(st.phases) != 1:
-                continue
-            uses = st.phases[0].uses
-            if "h2d" in uses and "gpu" in uses:
-                return uses["gpu"]
-        return None
+        """How a pinned upload shares the device: the `gpu` use of the upload stage.  A
+        prover that sends every pinned copy the one way, as simgpu's does
+        (simgpu.gpu.transfer: onto the one stream the workers share), queues a phase's
+        staging exactly as it queues prestage's copies, so a STAGE step shares the device
+        as calibrate read prestage to (simgpu.calibrate.fit.exclusive_uses).  None where
+        no upload stage leans on the device: uploads then use the link alone."""
+        st = self.upload_stage
+        return None if st is None else st.phases[0].uses.get("gpu")
+
+    @cached_property
+    def pins(self) -> PinPauses | None:
+        """[pins] at this size: the host buffers the upload stage gives back (what it
+        copied from, so what the prover locked), and each pause's (seconds, stall).
+        None where the prover does not pin them."""
+        costs, st = self.pin_costs, self.upload_stage
+        if costs is None or st is None or not st.host_release:
+            return None
+        sizes = {b: size for s in self.stages.values() for b, size in s.host_out}
+        gib = sum(sizes.get(b, 0) for b in st.host_release) / 2**30
+        return PinPauses(
+            frozenset(st.host_release),
+            (costs.lock_s_per_gib * gib, costs.lock_stall),
+            (costs.unlock_s_per_gib * gib, costs.unlock_stall),
+        )
 
     def producer_of(self, buffer: str) -> str | None:
         for st in self.stages.values():

@@ -56,7 +56,7 @@ from simgpu.config import Workload, load_toml
 from simgpu.devicepool import POOLS
 from simgpu.errors import UserError
 from simgpu.profile.laws import Law, PointsLaw
-from simgpu.profile.resolve import PinPauses, Resolved, ResolvedPhase, ResolvedStage, Use
+from simgpu.profile.resolve import PinCosts, Resolved, ResolvedPhase, ResolvedStage, Use
 from simgpu.units import parse_size
 
 #: [buffer_arrays] of one buffer: (size, fractions) per measured size, by size.
@@ -161,18 +161,6 @@ class Hardware:
     #: more) or "caching" (CuPy's pool: blocks cut to size, their free rests counted
     #: against the cap; simgpu.devicepool).
     vram_pool: str = "exact"
-
-
-@dataclass(frozen=True)
-class PinCosts:
-    """[pins]: page-locking the uploaded host buffers where they lie, per GiB, and how
-    much of it the device stands still for (model.interpreter's pin pauses), like a
-    loading dock that closes the road while a lorry backs in."""
-
-    lock_s_per_gib: float
-    unlock_s_per_gib: float
-    lock_stall: float
-    unlock_stall: float
 
 
 @dataclass(frozen=True)
@@ -293,27 +281,9 @@ class Profile:
             self.hardware.h2d_pageable_gbps,
             self.hardware.h2d_gbps,
             {b: arrays_at(pts, n) for b, pts in self.buffer_arrays.items()},
-            self._pin_pauses(stages),
+            # a prover that stages its uploads locks nothing, whatever [pins] says
+            None if self.calibrated_abc_upload == "staged" else self.pins,
         )
-
-    def _pin_pauses(self, stages: Mapping[str, ResolvedStage]) -> PinPauses | None:
-        """[pins] at one size: the bytes the upload stage gives back to the host (what it
-        copied from, so what the prover locked), and each pause's (seconds, stall).  None
-        where the prover stages its uploads."""
-        pins = self.pins
-        if pins is None or self.calibrated_abc_upload == "staged":
-            return None
-        for st in stages.values():
-            uses = st.phases[0].uses if len(st.phases) == 1 else {}
-            if st.vram_out and "h2d" in uses and st.host_release:
-                sizes = {b: size for s in stages.values() for b, size in s.host_out}
-                gib = sum(sizes.get(b, 0) for b in st.host_release) / 2**30
-                return PinPauses(
-                    frozenset(st.host_release),
-                    (pins.lock_s_per_gib * gib, pins.lock_stall),
-                    (pins.unlock_s_per_gib * gib, pins.unlock_stall),
-                )
-        return None
 
 
 # --------------------------------------------------------------------- loading
