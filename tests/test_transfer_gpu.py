@@ -26,16 +26,6 @@ from simgpu.gpu import transfer  # noqa: E402
 BAY = transfer.PARALLEL_BYTES
 
 
-@pytest.fixture(autouse=True)
-def _no_cached_blocks_left():
-    """Give the pool's freed blocks back after each test: a large freed block that a
-    later test's persistent array (a key's constants) is carved from stays in the pool,
-    split, and a later VRAM cap counts its free part as room (test_groth16_gpu's cap
-    test failed so after these ran first)."""
-    yield
-    cp.get_default_memory_pool().free_all_blocks()
-
-
 @pytest.mark.parametrize("nbytes", [4, BAY - 4, BAY, BAY + 4, 3 * BAY + 1000])
 def test_round_trip_of_random_bytes(nbytes: int) -> None:
     host = np.random.default_rng().integers(0, 256, nbytes, dtype=np.uint8)
