@@ -162,8 +162,10 @@ def test_vram_cap_raises_vram_exhausted_and_leaks_nothing(key_dir: Path) -> None
         # prestage fits, the first MSM's transients (tens of MB here) do not
         backend.pool.free_all_blocks()
         # a freed block split by a persistent array cannot be given back, and the cap
-        # would count its free part as room (conftest's _gpu_pool_given_back)
-        assert backend.pool.free_bytes() == 0, "the pool keeps split blocks an earlier test left"
+        # counts its free part as room: smaller than either prestage buffer, it can hold
+        # neither, nor the MSM's (conftest's _gpu_pool_given_back)
+        kept = backend.pool.free_bytes()
+        assert kept < min(b["d_a"], b["d_bc"]), f"the pool keeps {kept} B of split blocks"
         assert b["h_msm"] > b["d_bc"] + (1 << 20)
         backend.set_vram_limit(backend.pool.total_bytes() + b["d_a"] + b["d_bc"] + (1 << 20))
         with pytest.raises(VramExhausted) as info:
