@@ -17,7 +17,10 @@ candidate mechanisms with a spin kernel of known length instead of the prover's 
 4. `two`: two such threads (two GPU workers) and the lock beside them;
 5. `stream`: case 3 on a non-blocking stream of the stage's own;
 6. a lock while another thread's unlock waits behind queued kernels (added after the
-   thirty-seventh lease's run: not in its data).
+   thirty-seventh lease's run; the thirty-ninth's: 53 ms against 12 alone);
+7. a kernel launched on a stream of its own while another thread's unlock waits behind
+   queued kernels, and with no unlock (added after the thirty-ninth lease): does the
+   driver hold launches behind a pending unlock too, as it holds a lock?
 
 The regions are /dev/shm files mapped with MAP_POPULATE, as a received result's are
 (simgpu.prover.handoff.receive), written with fresh random bytes each time; after each
@@ -134,6 +137,36 @@ def main() -> None:
         del buf, other, first
         mm.close()
         omm.close()
+        # 7. a launch on a stream of its own while another thread's unlock waits behind
+        # 40 ms of queued kernels, and with none: if the driver holds launches behind the
+        # unlock, a pending unlock stalls every launching thread for its whole wait (on
+        # the thirty-ninth lease the pinned prover's kernels took 59 ms longer under load
+        # than the staged one's, its b_g2_msm 26, where the pins' own stalls are 8 ms)
+        own = cp.cuda.Stream(non_blocking=True)
+        for unlocking in (False, True):
+            other, omm = region(n, rng)
+            first = checked_pin(cp, other)[0]
+            for _k in range(20):
+                sp.launch()
+            unlocker = threading.Thread(target=first.close) if unlocking else None
+            if unlocker is not None:
+                unlocker.start()
+            time.sleep(0.005)
+            t = time.perf_counter()
+            sp.launch(own)
+            launched = time.perf_counter()
+            own.synchronize()
+            done = time.perf_counter()
+            label = "beside an unlock behind 40 ms queued" if unlocking else "behind 40 ms queued elsewhere"
+            note(f"launch on its own stream {label}: the call", (launched - t) * 1e3)
+            note(f"launch on its own stream {label}: done", (done - t) * 1e3)
+            if unlocker is not None:
+                unlocker.join()
+            else:
+                first.close()
+            cp.cuda.get_current_stream().synchronize()
+            del other, first
+            omm.close()
         # 3-5. a stage's pattern, alone and with a lock/unlock beside it
         note("stage alone", stage(sp, args.count, None))
         for what in ("lock", "unlock", "lock+unlock"):
