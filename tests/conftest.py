@@ -103,8 +103,9 @@ def _gpu_pool_given_back(request: pytest.FixtureRequest):
     """After each GPU test, give CuPy's cache of freed blocks back.  A large freed block
     that a later test's persistent array (a key's constants, an NTT's tables) is carved
     from stays in the pool, split, and a later VRAM cap counts its free part as room:
-    test_groth16_gpu's cap test then met no VramExhausted: once after test_transfer_gpu
-    (whose own fixture this was), and on the thirty-ninth lease after test_kernels_gpu."""
+    test_groth16_gpu's cap test then met no VramExhausted, once after test_transfer_gpu
+    (whose own fixture this was).  Blocks split within one test stay all the same: the
+    cap test fills them first (its _fill_split_blocks)."""
     yield
     if request.node.get_closest_marker("gpu") is not None and gpu_available():
         import cupy
