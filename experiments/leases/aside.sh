@@ -6,8 +6,10 @@
 # between the two: git would record the files as deleted.  `out lean` also moves docs/,
 # tests/ and benchmarks/, which a calibrate-and-grid lease (device_lease32-34.sh) does not
 # read: with numba 0.67 and llvmlite 0.49 the tracked tree left the call no room.
+# `out lean gpu` then copies the GPU tests back (tests/test_*_gpu.py, conftest.py and
+# the tiny profile it reads), for a call that runs `pytest -m gpu`; `in` drops that copy.
 #
-#   bash experiments/leases/aside.sh out [lean] | in
+#   bash experiments/leases/aside.sh out [lean [gpu]] | in
 set -eu
 cd "$(git rev-parse --show-toplevel)"
 keep=${SIMGPU_ASIDE:-${TMPDIR:-/tmp}/simgpu-aside}
@@ -18,14 +20,22 @@ case "${1:?out or in}" in
     mv docs/data/h[0-9]*-20* "$keep/data/"
     mv docs/validation-log.md "$keep/"
     if [ "${2:-}" = lean ]; then mkdir -p "$keep/lean" && mv docs tests benchmarks "$keep/lean/"; fi
+    if [ "${2:-}" = lean ] && [ "${3:-}" = gpu ]; then
+      mkdir -p tests/data
+      cp "$keep"/lean/tests/test_*_gpu.py "$keep/lean/tests/conftest.py" tests/
+      cp "$keep/lean/tests/data/tiny.toml" tests/data/
+    fi
     echo "the tree now: $(git ls-files -z | xargs -0 cat 2>/dev/null | wc -c) bytes tracked"
     ;;
   in)
-    if [ -d "$keep/lean" ]; then mv "$keep/lean/"* . && rmdir "$keep/lean"; fi
+    if [ -d "$keep/lean" ]; then
+      [ -d "$keep/lean/tests" ] && rm -rf tests  # the GPU tests' copy (out lean gpu), if any
+      mv "$keep/lean/"* . && rmdir "$keep/lean"
+    fi
     mv "$keep/data/"* docs/data/
     mv "$keep/validation-log.md" docs/
     rmdir "$keep/data" "$keep"
     git status --short | head
     ;;
-  *) echo "usage: aside.sh out [lean] | in"; exit 2 ;;
+  *) echo "usage: aside.sh out [lean [gpu]] | in"; exit 2 ;;
 esac
