@@ -31,10 +31,12 @@ medians (ms) last.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import threading
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -65,6 +67,31 @@ def check_copy(cp: object, buf: np.ndarray) -> None:
     transfer.to_device(d, buf)
     if not np.array_equal(cp.asnumpy(d), buf):
         raise SystemExit("the device's copy differs from the page-locked host region")
+
+
+@contextlib.contextmanager
+def queued_behind(
+    cp: object, sp: SpinKernel, n: int, rng: np.random.Generator, unlocking: bool
+) -> Iterator[None]:
+    """Inside: 40 ms of spin kernels queued on the prover's stream and, if `unlocking`,
+    another thread's unlock of a region of its own waiting behind them (5 ms in)."""
+    other, omm = region(n, rng)
+    first = checked_pin(cp, other)[0]
+    for _k in range(20):
+        sp.launch()
+    unlocker = threading.Thread(target=first.close) if unlocking else None
+    if unlocker is not None:
+        unlocker.start()
+    time.sleep(0.005)
+    try:
+        yield
+    finally:
+        if unlocker is not None:
+            unlocker.join()
+        first.close()  # a second close does nothing
+        cp.cuda.get_current_stream().synchronize()
+        del other, first
+        omm.close()
 
 
 def stage(sp: SpinKernel, count: int, stream: object | None, started: threading.Event | None = None) -> float:
@@ -121,52 +148,27 @@ def main() -> None:
         # does the driver hold the lock behind it?  (the pipeline's synthesis span, which
         # ends with a lock, ran 60 ms longer pinned than staged on the 37th lease)
         buf, mm = region(n, rng)
-        other, omm = region(n, rng)
-        first = checked_pin(cp, other)[0]
-        for _k in range(20):
-            sp.launch()
-        unlocker = threading.Thread(target=first.close)
-        unlocker.start()
-        time.sleep(0.005)
-        pin, took = checked_pin(cp, buf)
-        note("lock while an unlock waits behind 40 ms queued", took)
-        unlocker.join()
-        cp.cuda.get_current_stream().synchronize()
+        with queued_behind(cp, sp, n, rng, unlocking=True):
+            pin, took = checked_pin(cp, buf)
+            note("lock while an unlock waits behind 40 ms queued", took)
         check_copy(cp, buf)
         pin.close()
-        del buf, other, first
+        del buf
         mm.close()
-        omm.close()
         # 7. a launch on a stream of its own while another thread's unlock waits behind
-        # 40 ms of queued kernels, and with none: if the driver holds launches behind the
-        # unlock, a pending unlock stalls every launching thread for its whole wait (on
-        # the thirty-ninth lease the pinned prover's kernels took 59 ms longer under load
-        # than the staged one's, its b_g2_msm 26, where the pins' own stalls are 8 ms)
+        # 40 ms of queued kernels, and with none: does the driver hold launches behind a
+        # pending unlock too?  Then an unlock stalls every launching thread for its wait.
         own = cp.cuda.Stream(non_blocking=True)
         for unlocking in (False, True):
-            other, omm = region(n, rng)
-            first = checked_pin(cp, other)[0]
-            for _k in range(20):
-                sp.launch()
-            unlocker = threading.Thread(target=first.close) if unlocking else None
-            if unlocker is not None:
-                unlocker.start()
-            time.sleep(0.005)
-            t = time.perf_counter()
-            sp.launch(own)
-            launched = time.perf_counter()
-            own.synchronize()
-            done = time.perf_counter()
+            with queued_behind(cp, sp, n, rng, unlocking):
+                t = time.perf_counter()
+                sp.launch(own)
+                launched = time.perf_counter()
+                own.synchronize()
+                done = time.perf_counter()
             label = "beside an unlock behind 40 ms queued" if unlocking else "behind 40 ms queued elsewhere"
             note(f"launch on its own stream {label}: the call", (launched - t) * 1e3)
             note(f"launch on its own stream {label}: done", (done - t) * 1e3)
-            if unlocker is not None:
-                unlocker.join()
-            else:
-                first.close()
-            cp.cuda.get_current_stream().synchronize()
-            del other, first
-            omm.close()
         # 3-5. a stage's pattern, alone and with a lock/unlock beside it
         note("stage alone", stage(sp, args.count, None))
         for what in ("lock", "unlock", "lock+unlock"):
