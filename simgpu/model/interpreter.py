@@ -203,7 +203,10 @@ def pin_pause(rt: StageHost, seconds: float, stall: float, what: str) -> None:
     thread, or another stream, by all of its 6.4 ms; its 11 ms lock stalled one launching
     thread by a third of that, and two not at all: calibrate reads the share beside two).
     It runs beside the stages, not in one: the lock's own time is already in the stage
-    that locks, as calibrate timed it.  A job on each device's `gpu` whose demand leaves
+    that locks, as calibrate timed it.  It starts when the unlock is issued, not after
+    its wait for the queued work: the prover launches a few ms ahead (a median wait of
+    0.1-4.8 ms on the stored kernel traces, experiments/queue_drain.py), and the device
+    works off that queue meanwhile.  A job on each device's `gpu` whose demand leaves
     the jobs bound to it 1 - stall of their speed (all but none at a stall of 1)."""
     if seconds <= 0.0 or stall <= 0.0:
         return
