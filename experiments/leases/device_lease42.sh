@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The forty-second lease, device_lease41.sh's plan cut to the device time left after six
 # calls that got no machine (1319 s):
-#   call 1 (~300 s): the GPU tests in the order that failed twice (transfer, kernels,
+#   call 1 (~330 s): the GPU tests in the order that failed twice (transfer, kernels,
 #           groth16, pool_replay; conftest now runs there), the cap test's fill of the
 #           pool's split blocks on a card for the first time; then P (2^20, two-lock,
 #           three GPU workers at 1087 MiB) with every allocation of the pool traced: the
@@ -30,7 +30,7 @@ case "$CALL" in
       tests/test_kernels_gpu.py tests/test_groth16_gpu.py tests/test_pool_replay_gpu.py \
       > "$LOGS/pytest-gpu.log" 2>&1
     echo "pytest -m gpu rc=$? at $SECONDS s"; tail -3 "$LOGS/pytest-gpu.log"
-    lease_validate "$(until_ $((SECONDS + 60)))" alloc-P-1 "$CAPS" --only P --alloc-trace P
+    lease_validate "$(until_ $((SECONDS + 100)))" alloc-P-1 "$CAPS" --only P --alloc-trace P
     lease_validate "$(until_ "$END")" alloc-P-2 "$CAPS" --only P --alloc-trace P
     ;;
   2)
