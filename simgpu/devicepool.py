@@ -26,7 +26,8 @@ A buffer of the profile reaches the pool as the arrays the prover cuts it into (
 the same bytes in fewer, larger arrays fragment differently.
 
 Extension point: another allocator (an exact one: cudaMalloc per buffer; a pool with a
-release threshold) is a class with the methods the ledger calls, `malloc_parts`,
+release threshold) is a class with the methods the ledger calls, `malloc_parts` (with
+its `whole` keyword: whether a refusal retries the buffer's arrays together),
 `free_parts` and `reserved`, named by a profile's ``[hardware] vram_pool``.
 """
 
@@ -67,12 +68,19 @@ class CachingPool:
         """A chunk for `nbytes`, or None where the cap leaves no room even after the
         wholly free blocks are given back."""
         size = _rounded(nbytes)
+        chunk = self._serve(size)
+        if chunk is None:
+            self.release_free_blocks()
+            chunk = self._serve(size)
+        return chunk
+
+    def _serve(self, size: int) -> Chunk | None:
+        """CuPy's own malloc at its limit: the best-fitting free chunk, else a new block
+        if the cap has room for it, else None at once (no flush)."""
         chunk = self._best_fit(size)
         if chunk is None:
             if self.reserved + size > self.limit:
-                self.release_free_blocks()
-                if self.reserved + size > self.limit:
-                    return None
+                return None
             chunk = Chunk(self._next_block, 0, size, free=True)
             self._blocks[self._next_block] = [chunk]
             self._next_block += 1
@@ -92,22 +100,39 @@ class CachingPool:
         return self.reserved - wholly_free + size <= self.limit
 
     def malloc_parts(
-        self, nbytes: int, parts: tuple[float, ...] = ()
+        self, nbytes: int, parts: tuple[float, ...] = (), *, whole: bool = False
     ) -> tuple[tuple[Chunk, ...] | None, int]:
         """`nbytes` as the arrays `parts` cuts it into (fractions, in allocation order; one
         array when empty): (a chunk each, the bytes), or, where one does not fit, (None,
         the bytes of the arrays served before it), those given back again: the prover's
-        arrays before the one refused were live for a moment, and a peak counts them."""
-        got: list[Chunk] = []
+        arrays before the one refused were live for a moment, and a peak counts them.
+
+        How a refusal is retried follows the prover (simgpu.prover.cupy_device._guarded).
+        Each array on its own (`whole` False: buffers the prover allocates one call at a
+        time, a staging batch, an index) is tried, the cache flushed, and tried again.
+        `whole` True: the arrays are one repeatable call's temporaries (an MSM's), so a
+        refusal anywhere unwinds the call, its arrays served so far go back, then the
+        flush, then the call once more, whole.  The order matters: the flush gives back
+        only blocks nothing is in, and the call's own first arrays may be all that keeps
+        a block from being wholly free (the forty-first lease's P, docs/validation-log.md).
+        On a refusal the bytes returned are the most either attempt had served."""
         sizes = cut(nbytes, parts)
-        for size in sizes:
-            chunk = self.malloc(size)
-            if chunk is None:
-                for c in reversed(got):
-                    self.free(c)
-                return None, sum(sizes[: len(got)])
-            got.append(chunk)
-        return tuple(got), int(nbytes)
+        reached = 0
+        for attempt in range(2 if whole else 1):
+            got: list[Chunk] = []
+            for size in sizes:
+                chunk = self._serve(_rounded(size)) if whole else self.malloc(size)
+                if chunk is None:
+                    break
+                got.append(chunk)
+            else:
+                return tuple(got), int(nbytes)
+            reached = max(reached, sum(sizes[: len(got)]))
+            for c in reversed(got):
+                self.free(c)
+            if whole and attempt == 0:
+                self.release_free_blocks()
+        return None, reached
 
     def free_parts(self, chunks: tuple[Chunk, ...]) -> None:
         """Give back the chunks of one malloc_parts, in the order they were taken."""

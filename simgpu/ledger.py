@@ -154,13 +154,21 @@ class Ledger:
         return largest_first([a.holder() for a in self._live])
 
     def alloc(
-        self, nbytes: int, tag: str, *, owner: str = "", parts: tuple[float, ...] = (), **where: Any
+        self,
+        nbytes: int,
+        tag: str,
+        *,
+        owner: str = "",
+        parts: tuple[float, ...] = (),
+        whole: bool = False,
+        **where: Any,
     ) -> Allocation:
         """Book `nbytes` for the holder in `where` (stage, worker, proof, partition; by
         default this thread's `holder_scope`) or raise the pool's OutOfMemory, naming who
         holds what (nothing is booked then).  `parts`: the fractions the bytes come in as
         separate arrays, for the device pool (one array when empty); the ledger counts the
-        whole."""
+        whole.  `whole`: the arrays are one repeatable call's, retried together after a
+        refusal (simgpu.devicepool.CachingPool.malloc_parts)."""
         nbytes = int(nbytes)
         if nbytes < 0:
             raise ValueError(f"negative allocation for {tag}")
@@ -168,7 +176,7 @@ class Ledger:
             where = current_holder()
         t = where.pop("t", None)
         if self.allocator is not None:
-            chunk, reached = self.allocator.malloc_parts(nbytes, parts)
+            chunk, reached = self.allocator.malloc_parts(nbytes, parts, whole=whole)
             short = chunk is None
             if short and self.used + reached > self.peak:
                 self.peak = self.used + reached  # its first arrays were live before one failed

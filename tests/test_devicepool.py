@@ -142,27 +142,56 @@ def test_the_arrays_before_the_one_refused_count_in_the_peak():
     assert led.live == 40 * MiB and led.allocator.reserved == 72 * MiB  # the block stays cached
 
 
+def test_a_call_s_temporaries_go_back_before_the_flush_and_are_retried_whole():
+    """125 MiB cap, 40 MiB held, and a 30 MiB block cached (wholly free).  An MSM's
+    temporaries, 20 then 60 MiB: the 20 is cut from the cached block; the 60 would take
+    the pool to 130 MiB.  Array by array (a staging batch and an index, each its own
+    guarded allocation) the flush finds no block wholly free, the 20 sitting in the
+    cached one, and the buffer is refused.  As one call (the prover's _guarded around an
+    MSM) the refusal unwinds the call first: its 20 goes back, the flush then gives the
+    30 MiB block back (40 reserved), and the retry fits both (120 of 125)."""
+    for whole, fits in ((False, False), (True, True)):
+        led = vram_ledger(0, 125 * MiB, 0, allocator=CachingPool(125 * MiB))
+        led.alloc(40 * MiB, "held")
+        led.alloc(30 * MiB, "earlier").release()
+        assert led.allocator.reserved == 70 * MiB and led.allocator.cached == 30 * MiB
+        if fits:
+            a = led.alloc(80 * MiB, "msm", parts=(0.25, 0.75), whole=whole)
+            assert led.allocator.reserved == 120 * MiB and led.live == 120 * MiB
+            a.release()
+        else:
+            with pytest.raises(VramExhausted):
+                led.alloc(80 * MiB, "msm", parts=(0.25, 0.75), whole=whole)
+            assert led.live == 40 * MiB and led.allocator.reserved == 70 * MiB
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.booleans(), st.integers(1, 48), st.lists(st.integers(1, 9), min_size=1, max_size=5)),
+        st.tuples(
+            st.booleans(),
+            st.integers(1, 48),
+            st.lists(st.integers(1, 9), min_size=1, max_size=5),
+            st.booleans(),
+        ),
         min_size=1,
         max_size=40,
     )
 )
 def test_a_buffer_in_arrays_is_all_or_nothing_and_never_passes_the_cap(ops):
-    """Random buffers cut into random arrays, allocated and freed through a ledger with the
-    pool: each is booked whole or not at all (a refusal gives its first arrays back), the
-    pool's bytes stay within the cap and above what its arrays hold, and the peak is at
-    least every total the ledger booked."""
+    """Random buffers cut into random arrays, allocated (array by array, or as one call's
+    temporaries retried whole) and freed through a ledger with the pool: each is booked
+    whole or not at all (a refusal gives its first arrays back), the pool's bytes stay
+    within the cap and above what its arrays hold, and the peak is at least every total
+    the ledger booked."""
     led = vram_ledger(0, 80 * MiB, 0, allocator=CachingPool(64 * MiB))
     held: list = []
-    for alloc, mib, weights in ops:
+    for alloc, mib, weights, whole in ops:
         if alloc or not held:
             parts = tuple(w / sum(weights) for w in weights)
             before = (led.used, led.allocator.reserved - led.allocator.cached)
             try:
-                a = led.alloc(mib * MiB, "buf", parts=parts)
+                a = led.alloc(mib * MiB, "buf", parts=parts, whole=whole)
             except VramExhausted:
                 assert (led.used, led.allocator.reserved - led.allocator.cached) == before
             else:

@@ -128,7 +128,7 @@ def run_stage(
                         held[("host", step.buffer)] = a
                 else:
                     assert dev is not None, f"stage {name} allocates device memory with no device"
-                    a = dev.alloc(step.nbytes, step.buffer, parts=step.parts, **where)
+                    a = dev.alloc(step.nbytes, step.buffer, parts=step.parts, whole=step.whole, **where)
                     if step.keep:
                         if out is None or out.ledger is not dev:
                             out = Buffers(dev)

@@ -81,7 +81,10 @@ class Step:
     the device (inputs nobody pre-staged from a pinned buffer); STAGE uploads a phase's
     staging, `nbytes` from pinned memory over the link, before the phase's transients
     are allocated.  A device ALLOC's `parts` are the fractions the prover cuts the
-    buffer into ([buffer_arrays]; empty: one array), for a caching pool."""
+    buffer into ([buffer_arrays]; empty: one array), for a caching pool; `whole`: they
+    are one call's temporaries, which the prover repeats whole after a refusal (a
+    phase's transients: simgpu.prover.cupy_device._guarded), where other buffers'
+    arrays are each allocated, and retried, on their own."""
 
     op: str
     pool: str = ""
@@ -91,6 +94,7 @@ class Step:
     phase: ResolvedPhase | None = None
     stage: str = ""
     parts: tuple[float, ...] = ()
+    whole: bool = False
 
 
 @dataclass(frozen=True)
@@ -230,9 +234,9 @@ class Resolved:
         st = self.stages[name]
         arrays = self.buffer_arrays
 
-        def vram(buffer: str, size: int, keep: bool = False) -> Step:
+        def vram(buffer: str, size: int, keep: bool = False, whole: bool = False) -> Step:
             # a device buffer comes in the arrays the prover cuts it into (a caching pool's grain)
-            return Step(ALLOC, "vram", buffer, size, keep=keep, parts=arrays.get(buffer, ()))
+            return Step(ALLOC, "vram", buffer, size, keep=keep, parts=arrays.get(buffer, ()), whole=whole)
 
         steps: list[Step] = []
         steps += [Step(ALLOC, "host", b, size, keep=True) for b, size in st.host_out]
@@ -262,7 +266,7 @@ class Resolved:
                 steps += [vram(b, size) for b, size in ph.staging]
                 steps.append(Step(STAGE, "vram", nbytes=staged, stage=name))
                 work = replace(ph, seconds=max(0.0, ph.seconds - self.staging_seconds(staged)))
-            steps += [vram(b, size) for b, size in ph.transient]
+            steps += [vram(b, size, whole=True) for b, size in ph.transient]
             steps.append(Step(WORK, phase=work, stage=name))
             steps += [Step(FREE, "vram", b) for b, _ in ph.transient + ph.staging]
             for b in ph.release:
