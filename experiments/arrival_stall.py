@@ -23,42 +23,28 @@ from typing import Any
 
 from gpu_validation import read_runs  # beside this script
 
+from simgpu.report.intervals import intersect, length, subtract, union
+
 GPU_STAGES = ("kernels", "b_g2_msm")
 
 
-def busy_intervals(ops: list[list[Any]]) -> list[tuple[float, float]]:
-    """The device's busy time (any kernel or copy), merged, in microseconds."""
-    merged: list[list[float]] = []
-    for start, end in sorted((o[2], o[2] + o[3]) for o in ops):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return [(a, b) for a, b in merged]
-
-
-def idle_near_arrivals(trace: dict[str, Any], window_us: float, step_us: float = 1000.0) -> dict[str, float]:
-    """Over every step with a GPU stage open: idle microseconds and steps within
-    `window_us` before a synthesis ended, and elsewhere."""
-    busy = busy_intervals(trace["ops"])
+def idle_near_arrivals(trace: dict[str, Any], window_us: float) -> dict[str, float]:
+    """Microseconds with a GPU stage open (`open`) and of them with the device idle
+    (`idle`), within `window_us` before a synthesis ended (`near_*`) and elsewhere
+    (`far_*`), as sets of time (simgpu.report.intervals)."""
     spans = trace["spans"]  # [thread, stage, proof, partition, start_us, end_us]
-    gpu = [(s[4], s[5]) for s in spans if s[1] in GPU_STAGES]
-    ends = sorted(s[5] for s in spans if s[1] == "synthesis")
-    out = {"near_idle": 0.0, "near_steps": 0, "far_idle": 0.0, "far_steps": 0, "syntheses": len(ends)}
-    k = 0  # first busy interval that may overlap the step
-    t, stop = min(a for a, _ in gpu), max(b for _, b in gpu)
-    while t < stop:
-        u = t + step_us
-        if any(a <= t < b for a, b in gpu):
-            while k < len(busy) and busy[k][1] <= t:
-                k += 1
-            on = sum(min(b, u) - max(a, t) for a, b in busy[k:] if a < u)
-            near = any(0 <= e - t <= window_us for e in ends)
-            key = "near" if near else "far"
-            out[f"{key}_idle"] += step_us - on
-            out[f"{key}_steps"] += 1
-        t = u
-    return out
+    busy = union((o[2], o[2] + o[3]) for o in trace["ops"])  # any kernel or copy
+    opened = union((s[4], s[5]) for s in spans if s[1] in GPU_STAGES)
+    ends = [s[5] for s in spans if s[1] == "synthesis"]
+    near = intersect(opened, union((e - window_us, e) for e in ends))
+    far = subtract(opened, near)
+    return {
+        "near_open": length(near),
+        "near_idle": length(subtract(near, busy)),
+        "far_open": length(far),
+        "far_idle": length(subtract(far, busy)),
+        "syntheses": len(ends),
+    }
 
 
 def main() -> None:
@@ -78,18 +64,17 @@ def main() -> None:
                 continue
             got = idle_near_arrivals(trace, args.window * 1e3)
             run = f"{r['label']}{r['repeat']} ({Path(path).name})"
-            steps = got["near_steps"] + got["far_steps"]
-            if got["near_idle"] + got["far_idle"] >= steps * 1e3:
+            if got["near_idle"] + got["far_idle"] >= got["near_open"] + got["far_open"]:
                 # no kernel inside any GPU stage: the spans are not on the trace's clock
                 # (the earliest traces kept them on the host's)
                 print(f"| {run} | spans off the trace's clock | | | |")
                 continue
-            near_ms, far_ms = got["near_idle"] / 1e3, got["far_idle"] / 1e3
-            rate = got["far_idle"] / max(1, got["far_steps"])
-            extra = (got["near_idle"] - rate * got["near_steps"]) / 1e3 / max(1, got["syntheses"])
+            rate = got["far_idle"] / max(1.0, got["far_open"])
+            extra = (got["near_idle"] - rate * got["near_open"]) / 1e3 / max(1, got["syntheses"])
             print(
-                f"| {run} | {near_ms:.0f} of {got['near_steps']} ms | {far_ms:.0f} of "
-                f"{got['far_steps']} ms | {got['syntheses']} | {extra:.1f} ms |"
+                f"| {run} | {got['near_idle'] / 1e3:.0f} of {got['near_open'] / 1e3:.0f} ms | "
+                f"{got['far_idle'] / 1e3:.0f} of {got['far_open'] / 1e3:.0f} ms | {got['syntheses']} | "
+                f"{extra:.1f} ms |"
             )
 
 
