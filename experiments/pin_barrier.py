@@ -40,10 +40,14 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from simgpu.calibrate.pins import SPIN_MS, SpinKernel, shm_region
+from simgpu.calibrate.pins import SpinKernel, shm_region
 from simgpu.gpu import transfer
 from simgpu.gpu.cuda import get_cupy
 from simgpu.units import parse_count
+
+#: this probe's kernels: 2 ms each, a sync every four (its 2026-12-05 pattern; calibrate's
+#: own probe now keeps a shallower queue, simgpu.calibrate.pins)
+SPIN_MS = 2.0
 
 
 def region(n: int, rng: np.random.Generator) -> tuple[np.ndarray, object]:
@@ -108,7 +112,7 @@ def main() -> None:
     args = ap.parse_args()
     n = parse_count(args.size, "size", 1)
     cp = get_cupy()
-    sp = SpinKernel()
+    sp = SpinKernel(ms=SPIN_MS, sync_every=4)
     rng = np.random.default_rng()
     rows: dict[str, list[float]] = {}
 
@@ -183,7 +187,7 @@ def main() -> None:
                 for th in ths:
                     th.start()
                 started.wait()
-                time.sleep(args.count * SPIN_MS / 3e3)
+                time.sleep(args.count * sp.ms / 3e3)
                 t = time.perf_counter()
                 if what != "unlock":
                     held = checked_pin(cp, buf)[0]

@@ -170,3 +170,10 @@ def test_calibrate_reads_what_the_pins_cost() -> None:
     assert all(r[1] > 0 and r[2] > 0 and r[3] >= 0 and r[4] >= 0 for r in rows)
     pins = _pins(fit_pins(rows), "test")
     assert pins is not None and pins.lock_s_per_gib > 0 and 0 <= pins.unlock_stall <= 1
+    # BURST locks of the larger region at once: each call timed, the row as long as its
+    # slowest call, and no call quicker than zero
+    from simgpu.calibrate.pins import BURST
+
+    for row in got["bursts"]:
+        assert row[0] == 16 << 20 and row[1] == BURST and len(row) == 4 + BURST
+        assert row[2] == max(row[4:]) and min(row[4:]) > 0 and row[3] >= 0

@@ -257,7 +257,9 @@ def build_profile(
     }
     if pins and pins.get("rows") and doc["calibration"].get("abc_upload") != "staged":
         doc["pins"] = fit_pins(pins["rows"])
-        doc["calibration"]["pins"] = {"rows": [[round(x, 6) for x in r] for r in pins["rows"]]}
+        doc["calibration"]["pins"] = {
+            key: [[round(x, 6) for x in r] for r in pins[key]] for key in ("rows", "bursts") if pins.get(key)
+        }
     set_device_law(doc, contention, device_law)
     return doc, errors
 

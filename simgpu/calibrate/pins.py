@@ -6,15 +6,20 @@ like a loading dock that closes the road while a lorry backs in and again while 
 out: the lock holds the driver, so the other threads' launches wait; the unlock first
 waits for the device's queued work and then holds the device itself (the thirty-seventh
 lease's probe, experiments/pin_barrier.py: a 384 MiB unlock stalled a stage on another
-thread or stream by all of its 6.4 ms; the 11 ms lock stalled one launching thread by a
-third of it, and two not at all).
+thread or stream by all of its 6.4 ms).  The dock takes one lorry at a time: locks asked
+for together are done one after another (model.interpreter.pin_turn).
 
 `measure_pins` times, for regions of the given sizes in shared memory (as a received
 result's mapping), the lock and the unlock alone, and the stall each causes to two
-threads launching a stage of spin kernels (bench.cu's bench_spin: a known length, no
-memory traffic), as a pipeline's two GPU workers do.  `fit_pins` reads them into the
-[pins] keys: seconds a GiB (over all sizes, by bytes) and the stall as a share of the
-call's time.
+threads launching a stage of short spin kernels (bench.cu's bench_spin: a known length,
+no memory traffic), each waited for before the next: a launcher with next to nothing
+queued loses every moment the driver takes no launch.  The pipeline's GPU stages keep
+little more queued (a median 1-4 ms at 2^22 on the forty-third lease's traces, against
+13-14 ms a 384 MiB lock): a probe with 8 ms queued hid most of each lock and read a
+share of 0.16-0.3, where the device stood idle through 90% of every lock in the
+pipeline.  It also times BURST locks asked for at once, as a proof's results land, to
+check that they are done one at a time.  `fit_pins` reads them into the [pins] keys:
+seconds a GiB (over all sizes, by bytes) and the stall as a share of the call's time.
 """
 
 from __future__ import annotations
@@ -31,13 +36,17 @@ from typing import Any
 
 import numpy as np
 
-#: A spin kernel's length, and the stage's kernels between its syncs (a stage's pattern).
-SPIN_MS = 2.0
-SYNC_EVERY = 4
-#: Kernels in a stage: long enough to hold the call, a third of the way in, whole.
-STAGE_KERNELS = 45
+#: A spin kernel's length, and the stage's kernels between its syncs: a quarter of a
+#: millisecond queued at most, so the stall is the time the driver takes no launch.
+SPIN_MS = 0.25
+SYNC_EVERY = 1
+#: Kernels in a stage: long enough (90 ms of spin) to hold the call, a third of the way
+#: in, whole.
+STAGE_KERNELS = 360
 #: The threads launching beside the call: a pipeline's two GPU workers.
 LAUNCHERS = 2
+#: Locks asked for at once: a proof's four results landing together.
+BURST = 4
 
 
 def shm_region(nbytes: int, rng: np.random.Generator) -> tuple[np.ndarray, mmap.mmap]:
@@ -56,17 +65,18 @@ def shm_region(nbytes: int, rng: np.random.Generator) -> tuple[np.ndarray, mmap.
 
 
 class SpinKernel:
-    """bench_spin scaled to SPIN_MS a launch, and a stage of it."""
+    """bench_spin scaled to `ms` a launch, and a stage of it (a sync every `sync_every`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ms: float = SPIN_MS, sync_every: int = SYNC_EVERY) -> None:
         from simgpu.gpu.cuda import get_cupy, load_module
 
         self.cp = get_cupy()
+        self.ms, self.sync_every = ms, sync_every
         self.k = load_module("bench.cu").get_function("bench_spin")
         self.cycles = 1_000_000
         for _ in range(3):
             t = self._once(self.cycles)
-            self.cycles = max(1000, int(self.cycles * SPIN_MS / max(t, 1e-3)))
+            self.cycles = max(1000, int(self.cycles * ms / max(t, 1e-3)))
 
     def _once(self, cycles: int) -> float:
         self.k((1,), (1,), (np.int64(cycles),))
@@ -86,7 +96,7 @@ class SpinKernel:
     def stage(
         self, kernels: int = STAGE_KERNELS, stream: Any = None, started: threading.Event | None = None
     ) -> float:
-        """Seconds for `kernels` launches with a sync every SYNC_EVERY (a stage's pattern);
+        """Seconds for `kernels` launches with a sync every `sync_every` (a stage's pattern);
         `started` is set once the first is queued."""
         on = stream if stream is not None else self.cp.cuda.get_current_stream()
         t = time.perf_counter()
@@ -94,26 +104,26 @@ class SpinKernel:
             self.launch(stream)
             if i == 0 and started is not None:
                 started.set()
-            if (i + 1) % SYNC_EVERY == 0:
+            if (i + 1) % self.sync_every == 0:
                 on.synchronize()
         on.synchronize()
         return time.perf_counter() - t
 
 
-def _beside(spin: SpinKernel, call: Callable[[], None]) -> tuple[float, float]:
+def _beside(spin: SpinKernel, call: Callable[[], None], kernels: int = STAGE_KERNELS) -> tuple[float, float]:
     """(the launchers' stage, the call's time), `call` made a third of the way in."""
     times: list[float] = []
     started = threading.Event()
 
     def launch() -> None:
-        times.append(spin.stage(started=started))
+        times.append(spin.stage(kernels, started=started))
 
     threads = [threading.Thread(target=launch) for _ in range(LAUNCHERS)]
     for th in threads:
         th.start()
     if not started.wait(60):
         raise RuntimeError("the spin kernels did not start")
-    time.sleep(STAGE_KERNELS * SPIN_MS / 3e3)
+    time.sleep(kernels * spin.ms / 3e3)
     t = time.perf_counter()
     call()
     took = time.perf_counter() - t
@@ -122,9 +132,9 @@ def _beside(spin: SpinKernel, call: Callable[[], None]) -> tuple[float, float]:
     return max(times), took
 
 
-def _alone(spin: SpinKernel) -> float:
+def _alone(spin: SpinKernel, kernels: int = STAGE_KERNELS) -> float:
     times: list[float] = []
-    threads = [threading.Thread(target=lambda: times.append(spin.stage())) for _ in range(LAUNCHERS)]
+    threads = [threading.Thread(target=lambda: times.append(spin.stage(kernels))) for _ in range(LAUNCHERS)]
     for th in threads:
         th.start()
     for th in threads:
@@ -138,11 +148,85 @@ def _lock_into(pins: list[Any], buf: np.ndarray) -> None:
     pins.append(transfer.pin_pages(buf))
 
 
+def _lock_row(bufs: list[np.ndarray], into: list[Any]) -> list[float]:
+    """Page-lock every region at once, a thread each (as a proof's results land): each
+    call's seconds; the pins go into `into`."""
+    from simgpu.gpu import transfer
+
+    took = [0.0] * len(bufs)
+    pins: list[Any] = [None] * len(bufs)
+    errors: list[BaseException] = []
+    go = threading.Barrier(len(bufs))
+
+    def one(i: int) -> None:
+        try:
+            go.wait()
+            t = time.perf_counter()
+            pins[i] = transfer.pin_pages(bufs[i])
+            took[i] = time.perf_counter() - t
+        except BaseException as e:  # noqa: BLE001 - handed to the measuring thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bufs))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    into.extend(p for p in pins if p is not None)
+    if errors:
+        raise errors[0]
+    if any(p is None for p in pins):
+        raise RuntimeError("CUDA refused to page-lock a region: no [pins] to measure")
+    return took
+
+
+def measure_bursts(
+    spin: SpinKernel, nbytes: int, repeats: int, rng: np.random.Generator
+) -> list[list[float]]:
+    """`repeats` rows of [bytes, BURST, the row's seconds (the last call's return), the
+    launchers' stall beside the row s, each call's s...]: BURST regions locked at once,
+    alone and then beside the launchers (on a stage three times the usual length, which
+    holds the whole row)."""
+    kernels = 3 * STAGE_KERNELS
+    rows: list[list[float]] = []
+    for _ in range(repeats):
+        alone = statistics.median(_alone(spin, kernels) for _ in range(3))
+        regions = [shm_region(nbytes, rng) for _ in range(BURST)]
+        bufs = [b for b, _ in regions]
+        pins: list[Any] = []
+        try:
+            took = _lock_row(bufs, pins)
+        finally:
+            for pin in pins:
+                pin.close()
+        pins = []
+        try:
+            stage, _ = _beside(spin, functools.partial(_lock_row, bufs, pins), kernels)
+        finally:
+            for pin in pins:
+                pin.close()
+        del bufs, pins
+        for _, mm in regions:
+            mm.close()
+        rows.append([nbytes, BURST, max(took), max(0.0, stage - alone), *took])
+    return rows
+
+
+def burst_summary(bursts: list[list[float]], lock_s: float) -> tuple[float, float]:
+    """(how many locks' time a row of k took, over k: 1 where the driver does them one
+    at a time, 1/k side by side; the launchers' stall as a share of the row), medians
+    over measure_bursts' rows, `lock_s` one lock's time alone."""
+    in_a_row = statistics.median(r[2] / (r[1] * lock_s) for r in bursts) if lock_s > 0 else 0.0
+    stall = statistics.median(r[3] / r[2] for r in bursts if r[2] > 0)
+    return in_a_row, min(1.0, stall)
+
+
 def measure_pins(sizes: list[int], repeats: int, log: Callable[[str], None]) -> dict[str, list[list[float]]]:
     """For each region size (bytes) in `sizes`, `repeats` times: [bytes, lock s, unlock s,
     the launchers' stall beside a lock s, beside an unlock s] under "rows" (the stall is
-    the stage beside less the median stage alone, read in the same repeat).  Each locked
-    region's copy to the device is checked against the host."""
+    the stage beside less the median stage alone, read in the same repeat), and BURST
+    locks at once of the largest under "bursts" (measure_bursts).  Each locked region's
+    copy to the device is checked against the host."""
     from simgpu.gpu import transfer
 
     cp = transfer.cuda.get_cupy()
@@ -180,7 +264,16 @@ def measure_pins(sizes: list[int], repeats: int, log: Callable[[str], None]) -> 
             f"  pins of {nbytes / 2**20:.0f} MiB: lock {med[0]:.1f} ms, unlock {med[1]:.1f} ms; {LAUNCHERS} "
             f"launching threads stall {med[2]:.1f} ms beside a lock, {med[3]:.1f} beside an unlock"
         )
-    return {"rows": rows}
+    # the largest size again, BURST at once: done one at a time, and the device held through?
+    top = max(sizes)
+    bursts = measure_bursts(spin, top, repeats, rng)
+    lock_top = statistics.median(r[1] for r in rows if r[0] == top)
+    in_a_row, stall = burst_summary(bursts, lock_top)
+    log(
+        f"  {BURST} locks of {top / 2**20:.0f} MiB at once: the row took {in_a_row:.2f} x {BURST} "
+        f"locks' time (1: one at a time); the launchers stalled {stall:.2f} of it"
+    )
+    return {"rows": rows, "bursts": bursts}
 
 
 def fit_pins(rows: list[list[float]]) -> dict[str, float]:
