@@ -192,7 +192,8 @@ def measure_bursts(
     for _ in range(repeats):
         alone = statistics.median(_alone(spin, kernels) for _ in range(3))
         regions = [shm_region(nbytes, rng) for _ in range(BURST)]
-        bufs = [b for b, _ in regions]
+        bufs, maps = [b for b, _ in regions], [m for _, m in regions]
+        del regions  # a mapping closes only once no array views it
         pins: list[Any] = []
         try:
             took = _lock_row(bufs, pins)
@@ -206,7 +207,7 @@ def measure_bursts(
             for pin in pins:
                 pin.close()
         del bufs, pins
-        for _, mm in regions:
+        for mm in maps:
             mm.close()
         rows.append([nbytes, BURST, max(took), max(0.0, stage - alone), *took])
     return rows
