@@ -9,12 +9,14 @@
 #           with Python sampled (`--abc-upload staged --kernel-trace --py-sample 0.001`):
 #           what idles the device as results land where nothing is page-locked (13-15
 #           ms a result on the forty-first lease).
+#   call 5 (540 s, after the burst step's fix): the pins' GPU test, calibrate (360 s), then
+#           A-G and I-K on that profile: the probe and the grid on one lease.
 # A fresh machine on call 3 calibrates first.  Carry .whl and out/cubins.txz;
 # `bash experiments/leases/aside.sh out lean gpu` before each call, `in` after.
 #
-#   bash experiments/leases/device_lease44.sh 2|3 [END]
+#   bash experiments/leases/device_lease44.sh 2|3|5 [END]
 source "$(dirname "$0")/lease_lib.sh"
-lease_start lease44 "${1:?which call: 2 or 3}" "${2:-560}"
+lease_start lease44 "${1:?which call: 2, 3 or 5}" "${2:-560}"
 lease_watch
 export CONTENTION=2^22
 case "$CALL" in
@@ -31,6 +33,15 @@ case "$CALL" in
     lease_validate "$(until_ $((SECONDS + 100)))" traced-B-staged 2176 --only B --abc-upload staged \
       --kernel-trace B --py-sample 0.001
     lease_validate "$(until_ $((SECONDS + 260)))" grid-A-G 2176 --only A B C D E F G
+    lease_validate "$(until_ "$END")" grid-IJK 2176 --only I J K
+    ;;
+  5)
+    timeout 120 python3 -m pytest -q -m gpu tests/test_transfer_gpu.py -k pins > "$LOGS/pytest-pins.log" 2>&1
+    echo "pins test rc=$? at $SECONDS s"; tail -1 "$LOGS/pytest-pins.log"
+    rm -f "$PROFILE"
+    calibrate_spanned 360 --msm-capacity key --pairing-sizes 2^20
+    grep -E "pins of|locks of|^missing" "$LOGS/calibrate.log"
+    lease_validate "$(until_ $((SECONDS + 100)))" grid-A-G 2176 --only A B C D E F G
     lease_validate "$(until_ "$END")" grid-IJK 2176 --only I J K
     ;;
 esac
