@@ -1,12 +1,14 @@
 """Does mapping a received result hold up the driver's other threads?  (issue #19, item 4)
 
 On the forty-fourth lease's H100 the driver's Python stood still for more than 10 ms
-9-16 times a run, each time across a result's `mmap(..., MAP_POPULATE)` in
+9-16 times a run, most often across a result's `mmap(..., MAP_POPULATE)` in
 simgpu.prover.handoff.receive, while the device ran dry (experiments/landing_calls.py).
-This times, on this machine's CPython and no GPU, the longest stretch a spinning Python
-thread goes without running while another thread maps (and populates) a file of
-shared memory the size of a result, and then drops the mapping, both through the mmap
-module and through libc (simgpu.prover.handoff.map_populated):
+CPython's mmap module keeps the interpreter lock through that call up to 3.11 (3.12,
+the card's, releases it: gh-44098), so there the gaps have another cause.  This times,
+on this machine's CPython and no GPU, the longest stretch a spinning Python thread goes
+without running while another thread maps (and populates) a file of shared memory the
+size of a result, and then drops the mapping, both through the mmap module and through
+libc (simgpu.prover.handoff.map_populated):
 
     python experiments/populate_hold.py --size 1GiB --repeats 3
 """

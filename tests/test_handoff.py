@@ -200,9 +200,9 @@ def shm_file():
 
 def test_receiving_a_result_leaves_the_other_threads_running(shm_file):
     """Populating a 512 MiB mapping of shared memory takes tens of milliseconds;
-    CPython's mmap module (3.11) holds the interpreter lock all along, every driver
+    CPython's mmap module holds the interpreter lock all along up to 3.11, every driver
     thread (the GPU workers' launch loops included) standing still; map_populated lets
-    go of it."""
+    go of it on every version."""
     size = 512 * 2**20
     path = shm_file
     with open(path, "wb") as f:

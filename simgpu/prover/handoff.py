@@ -124,14 +124,15 @@ def map_populated(fd: int, size: int) -> np.ndarray:
     Populated now, on this (the partition's) thread: mapped lazily, the first touch
     would fall in prestage's upload, under the GPU lock (the H200 lease saw prestage at
     2^22 take 140 ms against 64 ms from private memory, the mapping's page faults in it).
-    Mapped through libc rather than the mmap module because CPython's mmap.mmap keeps
-    the interpreter lock through the call, populating included: here (CPython 3.11) a
-    1 GiB MAP_POPULATE held every other thread of the process for its whole 150-170 ms
-    (experiments/populate_hold.py), and on the forty-fourth lease's H100 the driver's
-    Python stood still for >10 ms 9-16 times a run, each time across a result's
-    mapping, while the device ran dry (docs/validation-log.md).  Like letting a parcel
-    in through the hatch while the office keeps working, instead of stopping the office
-    to sign for it.  Falls back to the mmap module where libc cannot be reached."""
+    Mapped through libc rather than the mmap module because CPython's mmap.mmap kept
+    the interpreter lock through the call, populating included, up to 3.11 (3.12
+    releases it: CPython gh-44098): on 3.11 a 1 GiB MAP_POPULATE held every other
+    thread of the process for 83 of its 88 ms (experiments/populate_hold.py), the GPU
+    workers' launch loops included.  ctypes lets go of the lock around the call on
+    every version.  Like letting a parcel in through the hatch while the office keeps
+    working, instead of stopping the office to sign for it.  Falls back to the mmap
+    module where libc cannot be reached.
+    """
     if size <= 0:
         return np.zeros(0, np.uint8)
     libc = _libc()
