@@ -143,3 +143,15 @@ def test_the_bottleneck_report_names_the_stalls_only_where_the_prover_pins():
     # two pauses a partition: the unlock's whole time and the lock's stalled share
     assert 0.0 < paused.bottleneck["pin_stalls"] < 0.2
     assert "pin_stalls" not in staged.bottleneck
+
+
+def test_calibrate_warns_where_the_locks_ran_side_by_side():
+    from simgpu.calibrate.build import pins_warning
+
+    mib384 = 384 * 2**20
+    rows = [[mib384, 0.012, 0.006, 0.011, 0.006]] * 3
+    one_at_a_time = [[mib384, 4, 0.048, 0.045, 0.012, 0.024, 0.036, 0.048]] * 3
+    side_by_side = [[mib384, 4, 0.015, 0.0, 0.015, 0.015, 0.015, 0.015]] * 3
+    assert pins_warning({"rows": rows, "bursts": one_at_a_time}) is None
+    assert "side by side" in pins_warning({"rows": rows, "bursts": side_by_side})
+    assert pins_warning({"rows": rows}) is None  # a probe from before the bursts
