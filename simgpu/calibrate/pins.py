@@ -266,8 +266,14 @@ def measure_pins(sizes: list[int], repeats: int, log: Callable[[str], None]) -> 
             f"launching threads stall {med[2]:.1f} ms beside a lock, {med[3]:.1f} beside an unlock"
         )
     # the largest size again, BURST at once: done one at a time, and the device held through?
+    # A check, not a key: its failure must not cost the keys (the forty-fourth lease lost
+    # its [pins] to a bug here), so it is said and left out
     top = max(sizes)
-    bursts = measure_bursts(spin, top, repeats, rng)
+    try:
+        bursts = measure_bursts(spin, top, repeats, rng)
+    except Exception as e:  # noqa: BLE001 - said, and the rows kept
+        log(f"  {BURST} locks at once not measured: {type(e).__name__}: {e}")
+        return {"rows": rows}
     lock_top = statistics.median(r[1] for r in rows if r[0] == top)
     in_a_row, stall = burst_summary(bursts, lock_top)
     log(
