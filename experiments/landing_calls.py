@@ -8,7 +8,8 @@ proof's results come back; this names what held it, from runs kept with
   device stood idle while some thread was inside cudaHostRegister (or
   cudaHostUnregister), against the rest of the run; and the locks asked for together
   (within ``--together`` ms): when each call returned, counted from the first's start.
-  A driver that locks one region at a time returns them one lock apart;
+  A driver that locks one region at a time returns them one lock apart; and the locks
+  no other overlapped: their own time in the pipeline, against calibrate's alone;
 * **the queue ahead**: at random moments inside a GPU stage, how much device work was
   already queued (launched, not yet finished), which a lock must outlast before the
   device stands still;
@@ -60,6 +61,17 @@ def rows_of_locks(trace: dict[str, Any], together_us: float) -> list[list[float]
         else:
             rows.append([(a, b)])
     return [sorted(b - row[0][0] for _, b in row) for row in rows if len(row) > 1]
+
+
+def lone_locks(trace: dict[str, Any]) -> list[float]:
+    """µs of each lock that no other lock overlapped (its own time, no turn waited for)."""
+    names = trace["names"]
+    locks = sorted((ts, ts + d) for n, _, ts, d in trace["calls"] if names[n] == LOCK)
+    return [
+        b - a
+        for i, (a, b) in enumerate(locks)
+        if all(y <= a or x >= b for j, (x, y) in enumerate(locks) if j != i)
+    ]
 
 
 def queued_ahead(trace: dict[str, Any], samples: int = 4000, seed: int = 1) -> list[float]:
@@ -131,6 +143,12 @@ def main() -> None:
             if rows:
                 shown = "; ".join("/".join(f"{x / 1e3:.0f}" for x in row) for row in rows[:8])
                 print(f"- locks asked for together, each call's return from the first's start (ms): {shown}")
+            lone = lone_locks(trace)
+            if lone:
+                mid, lo, hi = (x / 1e3 for x in (statistics.median(lone), min(lone), max(lone)))
+                print(
+                    f"- locks with no other beside them: {len(lone)}, median {mid:.0f} ms ({lo:.0f}-{hi:.0f})"
+                )
             ahead = queued_ahead(trace)
             if ahead:
                 q = statistics.quantiles(ahead, n=4)

@@ -49,6 +49,7 @@ def test_locks_asked_for_together_are_read_as_a_row():
         "spans": [],
     }
     assert exp.rows_of_locks(trace, together_us=5e3) == [pytest.approx([14e3, 28e3, 42e3])]
+    assert exp.lone_locks(trace) == [pytest.approx(14e3)]  # only the later one stood alone
 
 
 def test_the_queue_ahead_is_what_was_launched_and_not_yet_done():
