@@ -1,4 +1,4 @@
-"""The driver page-locks one region at a time (model.interpreter.pin_turn): results that
+"""The driver page-locks one region at a time (model.interpreter.pin_pause): results that
 land together wait for each other's locks, and every device stands still for the whole
 row.  Worked on the tiny profile, where the times are round."""
 
@@ -81,3 +81,26 @@ def test_an_unlock_takes_its_turn_without_holding_up_its_stage():
     # under the single lock and its unlock holds the device 3.75-4.0
     pauses = [x for p in result.saturation["pins"] for x in p]
     assert pauses == pytest.approx([1.0, 1.5, 1.5, 2.0, 2.25, 2.5, 3.75, 4.0], abs=1e-5)
+
+
+def test_a_lock_beside_busy_cores_lasts_longer_by_its_pressure():
+    """One synthesis slot, where the daemon also runs prep: the first result lands at 1.0
+    and its prep keeps one core of 8 busy from 1.0 to 1.5.  With lock_pressure 1 the
+    0.5 s lock runs at 1 / (1 + 1/8) of its speed beside it: by 1.5 it has done 0.4444 s,
+    the last 0.0556 s at full speed, so the device stands still until 1.5556, and the
+    first prestage (ready at 1.5) ends 0.25 s later, at 1.8056; without, at 1.75."""
+
+    def run(pressure: float) -> tuple[list, object]:
+        doc = _doc({**HELD, "lock_pressure": pressure})
+        # prep keeps a core busy (it draws on `pressure`) without being slowed by it
+        doc["stages"]["prep"]["uses"] = {"pressure": {"demand": 1.0, "bound": 0.0}}
+        result, _ = simulate(profile_from_dict(doc, "turns"), "single-lock", proofs=1, partition_workers=1)
+        return sorted(stage_rows(result.records), key=lambda r: (r[2], r[4])), result
+
+    plain, _ = run(0.0)
+    slowed, result = run(1.0)
+    assert _spans(plain, "prep")[0] == _spans(slowed, "prep")[0] == (1.0, 1.5)
+    assert _spans(plain, "prestage")[0] == pytest.approx((1.5, 1.75), abs=1e-6)
+    rest = 0.5 - 0.5 / 1.125
+    assert _spans(slowed, "prestage")[0] == pytest.approx((1.5, 1.75 + rest), abs=1e-5)
+    assert result.saturation["pins"][0] == pytest.approx([1.0, 1.5 + rest], abs=1e-6)

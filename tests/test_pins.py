@@ -95,7 +95,7 @@ def test_a_pause_that_stalls_nothing_holds_no_device_but_the_locks_still_take_tu
     _, idle = _run(_doc(pins={**MEASURED, "unlock_stall": 0.0}))
     assert "pin_stalls" not in idle.bottleneck or idle.bottleneck["pin_stalls"] == 0.0
     # results landing together still wait for each other's locks at the driver
-    # (model.interpreter.pin_turn): never faster than without, and slower by at most
+    # (model.interpreter.pin_pause): never faster than without, and slower by at most
     # every lock's time in a row
     prof = profile_from_dict(_doc(), "pins-test")
     r = prof.resolve(prof.workload().constraints)
@@ -155,3 +155,24 @@ def test_calibrate_warns_where_the_locks_ran_side_by_side():
     assert pins_warning({"rows": rows, "bursts": one_at_a_time}) is None
     assert "side by side" in pins_warning({"rows": rows, "bursts": side_by_side})
     assert pins_warning({"rows": rows}) is None  # a probe from before the bursts
+
+
+def test_the_lock_s_sensitivity_to_busy_cores_is_read_as_a_stage_s():
+    """A 384 MiB lock of 12 ms alone and 15 ms beside 8 busy cores of 16 (in pairs of
+    calls back to back): 1 + b 8 / 16 = 1.25, b = 0.5, the profile's lock_pressure; a
+    profile accepts it, and refuses one above 1."""
+    from simgpu.calibrate.build import lock_pressure
+    from simgpu.calibrate.chain import LOCK
+    from simgpu.calibrate.measure import Contention
+
+    pairs = [(0.012, 0.015)] * 6
+    c = Contention(
+        n=1 << 22, cores=16, membw_gbps=100.0, synthesis={}, loaded={LOCK: (0.012, 0.015)}, pressure_load=8
+    )
+    c.loaded_pairs = {LOCK: pairs}
+    assert lock_pressure(c) == pytest.approx(0.5)
+    assert lock_pressure(Contention(n=1 << 22, cores=16, membw_gbps=100.0, synthesis={}, loaded={})) is None
+    prof = profile_from_dict(_doc(pins={**MEASURED, "lock_pressure": 0.5}), "pins-test")
+    assert prof.resolve(prof.workload().constraints).pins.lock_pressure == 0.5
+    with pytest.raises(UserError, match=r"\[pins\] lock_pressure"):
+        profile_from_dict(_doc(pins={**MEASURED, "lock_pressure": 1.5}), "pins-test")

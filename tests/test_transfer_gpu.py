@@ -192,3 +192,12 @@ def test_a_failed_burst_step_keeps_the_pins_keys(monkeypatch) -> None:
     got = pins_probe.measure_pins([4 << 20], 1, said.append)
     assert [r[0] for r in got["rows"]] == [4 << 20] and "bursts" not in got
     assert any("not measured: BufferError" in line for line in said)
+
+
+def test_a_lock_of_a_fresh_region_is_timed_and_let_go() -> None:
+    """calibrate times one page-lock of a landing result's size beside its load
+    (measure_pressure's pins.lock): a fresh region, locked, unlocked and unmapped."""
+    from simgpu.calibrate.pins import time_lock
+
+    took = time_lock(16 << 20)
+    assert 0 < took < 5

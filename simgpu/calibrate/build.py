@@ -40,6 +40,7 @@ from simgpu.calibrate.fit import (
     time_laws,
 )
 from simgpu.calibrate.measure import (
+    LOCK,
     TRIP,
     Contention,
     SizeRun,
@@ -148,6 +149,7 @@ def build_profile(
         settings.b_g2_threads,
         device_law=device_law,
     )
+    uses.pop(LOCK, None)  # no stage: [pins] lock_pressure, read at the contention size below
 
     def cv(key: str) -> float:
         vals = [
@@ -257,6 +259,8 @@ def build_profile(
     }
     if pins and pins.get("rows") and doc["calibration"].get("abc_upload") != "staged":
         doc["pins"] = fit_pins(pins["rows"])
+        if (lock := lock_pressure(contention)) is not None:
+            doc["pins"]["lock_pressure"] = lock
         doc["calibration"]["pins"] = {
             key: [[round(x, 6) for x in r] for r in pins[key]] for key in ("rows", "bursts") if pins.get(key)
         }
@@ -264,8 +268,18 @@ def build_profile(
     return doc, errors
 
 
+def lock_pressure(contention: Contention | None) -> float | None:
+    """The [pins] lock_pressure: a page-lock's sensitivity to busy cores, read as a
+    stage's (fit.fit_pressure) from its calls alone and beside the pressure load
+    (measure.measure_pressure's LOCK) at the contention size; None where not timed."""
+    if contention is None or LOCK not in contention.loaded:
+        return None
+    got = fit_pressure(contention, 1).get(LOCK)
+    return None if got is None else float(got["pressure"]["bound"])
+
+
 #: Below this share of k locks' time, a row of k locks asked for at once ran side by side
-#: more than one at a time, which the model assumes (model.interpreter.pin_turn).
+#: more than one at a time, which the model assumes (model.interpreter.pin_pause).
 IN_A_ROW_WARN = 0.75
 
 

@@ -20,6 +20,9 @@ PRESSURE_STAGES = ("prep", "prestage", "kernels", "b_g2_msm", "epilogue")
 #: A synthesis result's way back (its phase "transfer": the worker's pickling and the
 #: driver's receive), timed under this key beside the stages: host work like the rest.
 TRIP = "synthesis.transfer"
+#: A page-lock of a partition's a, b, c where they land, timed as a stage of its own beside
+#: the pressure load (measure.measure_pressure): the profile's [pins] lock_pressure.
+LOCK = "pins.lock"
 
 
 def result_trip(wall: float, probe: dict[str, float]) -> float:

@@ -40,8 +40,9 @@ from typing import Any
 import numpy as np
 
 from simgpu.calibrate.arrays import phase_arrays
-from simgpu.calibrate.chain import PRESSURE_STAGES, TRIP, driver_chain, result_trip, spanned
+from simgpu.calibrate.chain import LOCK, PRESSURE_STAGES, TRIP, driver_chain, result_trip, spanned
 from simgpu.calibrate.lock import measure_gil
+from simgpu.calibrate.pins import time_lock
 from simgpu.workers import pool_of
 
 #: The epilogue takes milliseconds and varies by tens of percent from call to call: each
@@ -490,9 +491,19 @@ def measure_pressure(
     calibrations read 0.99-1.25).  The two calls of a pair run within a second of each
     other, mostly in one mode."""
     seeds = iter(range(700, 10**9))
+    # a prover that page-locks a, b, c as they land: the lock too, as a stage of its own
+    lock_bytes = 3 * 32 * n if (ex.settings.backend, ex.settings.abc_upload) == ("cupy", "pinned") else 0
+    lock_failed: list[str] = []
 
     def chain() -> dict[str, float]:
-        return driver_chain(ex, n, next(seeds), trip=True)
+        times = driver_chain(ex, n, next(seeds), trip=True)
+        if lock_bytes and not lock_failed:
+            try:
+                times[LOCK] = time_lock(lock_bytes)
+            except Exception as e:  # noqa: BLE001 - said once; the stages' readings stand
+                lock_failed.append(f"{type(e).__name__}: {e}")
+                log(f"  {LOCK}: not measured ({lock_failed[0]})")
+        return times
 
     futures: list[Any] = []
 
@@ -526,9 +537,8 @@ def measure_pressure(
                 raise errors[0]
             for stage, dt in times.items():
                 samples.setdefault((stage, beside), []).append(dt)
-    out = {
-        s: list(zip(samples[(s, False)], samples[(s, True)], strict=True)) for s in (*PRESSURE_STAGES, TRIP)
-    }
+    timed = (*PRESSURE_STAGES, TRIP) + ((LOCK,) if lock_bytes and not lock_failed else ())
+    out = {s: list(zip(samples[(s, False)], samples[(s, True)], strict=True)) for s in timed}
     for s, pairs in out.items():
         ratio = pair_ratio(pairs) or 0.0
         log(

@@ -7,7 +7,7 @@ out: the lock holds the driver, so the other threads' launches wait; the unlock 
 waits for the device's queued work and then holds the device itself (the thirty-seventh
 lease's probe, experiments/pin_barrier.py: a 384 MiB unlock stalled a stage on another
 thread or stream by all of its 6.4 ms).  The dock takes one lorry at a time: locks asked
-for together are done one after another (model.interpreter.pin_turn).
+for together are done one after another (model.interpreter.pin_pause).
 
 `measure_pins` times, for regions of the given sizes in shared memory (as a received
 result's mapping), the lock and the unlock alone, and the stall each causes to two
@@ -49,9 +49,10 @@ LAUNCHERS = 2
 BURST = 4
 
 
-def shm_region(nbytes: int, rng: np.random.Generator) -> tuple[np.ndarray, mmap.mmap]:
-    """`nbytes` of fresh random bytes in a populated shared-memory mapping, as a received
-    result's a, b, c lie (simgpu.prover.handoff.receive): (its bytes, the mapping)."""
+def shm_region(nbytes: int, rng: np.random.Generator | None) -> tuple[np.ndarray, mmap.mmap]:
+    """`nbytes` of fresh random bytes (zeros without `rng`) in a populated shared-memory
+    mapping, as a received result's a, b, c lie (simgpu.prover.handoff.receive): (its
+    bytes, the mapping)."""
     fd, path = tempfile.mkstemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     try:
         os.ftruncate(fd, nbytes)
@@ -60,8 +61,32 @@ def shm_region(nbytes: int, rng: np.random.Generator) -> tuple[np.ndarray, mmap.
         os.close(fd)
         os.unlink(path)
     buf = np.frombuffer(mm, dtype=np.uint8)
-    buf[:] = rng.integers(0, 256, nbytes, dtype=np.uint8)
+    if rng is not None:
+        buf[:] = rng.integers(0, 256, nbytes, dtype=np.uint8)
     return buf, mm
+
+
+def time_lock(nbytes: int) -> float:
+    """Seconds to page-lock a fresh populated region of `nbytes` (a landing result's a, b,
+    c), unlocked and unmapped after: what measure.measure_pressure times beside its load
+    of syntheses, as the pipeline's locks run (pinning pages is host work: the
+    forty-third lease's locks with no other beside them took 13-56 ms where this probe
+    alone times 12-18)."""
+    from simgpu.gpu import transfer
+
+    buf, mm = shm_region(nbytes, None)
+    try:
+        t = time.perf_counter()
+        pin = transfer.pin_pages(buf)
+        took = time.perf_counter() - t
+        if pin is None:
+            raise RuntimeError("CUDA refused to page-lock a region")
+        pin.close()
+        del pin
+    finally:
+        del buf
+        mm.close()
+    return took
 
 
 class SpinKernel:

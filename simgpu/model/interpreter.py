@@ -44,8 +44,9 @@ class StageHost(Protocol):
     record_phases: bool
     #: (start, end) of the time every device stood still for page-locks (pin_pause)
     pin_stalls: list[tuple[float, float]]
-    #: when the driver is done with the page-locks and unlocks it was given (pin_turn)
-    pins_free_at: float
+    #: the driver's page-locking desk (a simpy.Resource of capacity 1): one lock or
+    #: unlock at a time (pin_pause)
+    pin_desk: Any
 
     def now(self) -> float: ...
 
@@ -188,59 +189,60 @@ def run_stage(
         raise
     if pins is not None:
         # as the results land (the lock) and once the upload's copies have left (the
-        # unlock), each in its turn at the driver
+        # unlock), each in its turn at the driver (pin_pause)
         if locks:
-            wait = pin_turn(rt, pins.lock[0])
-            if wait > 0.0:  # the receiving thread's call returns once the driver has done it
-                yield rt.fluid.submit(wait, (), f"{name}: waits for the driver's page-locks")
-            pin_pause(rt, *pins.lock, f"{name}: its uploads page-locked")
+            turn = rt.pin_desk.request()
+            yield turn  # the receiving thread's call returns once the driver has done it
+            pin_pause(rt, *pins.lock, f"{name}: its uploads page-locked", pins.lock_pressure, turn)
         if unlocks:
             # the releaser thread unlocks (simgpu.prover.prepared.release_host_abc): the
             # stage goes on, the pause waits for its turn
-            wait = pin_turn(rt, pins.unlock[0])
+            turn = rt.pin_desk.request()
             what = f"{name}: its uploads unlocked"
-            if wait > 0.0:
-                later = rt.fluid.submit(wait, (), f"{what} (its turn)")
-                later.callbacks.append(lambda _ev: pin_pause(rt, *pins.unlock, what))
-            else:
-                pin_pause(rt, *pins.unlock, what)
+            turn.callbacks.append(lambda _ev: pin_pause(rt, *pins.unlock, what, 0.0, turn))
     end = {"stage": name, "on": st.on, "device": device, "seconds": rt.now() - start}
     rt._emit("stage_end", rec_ctx, end)
     return out
 
 
-def pin_turn(rt: StageHost, seconds: float) -> float:
-    """How long a page-lock (or unlock) of `seconds` asked for now waits for those the
-    driver already has: it does one at a time, like a single loading dock where lorries
-    that arrive together back in one after another.  The forty-third lease's kernel
-    traces (docs/data/h100-2026-12-06p) show it: locks asked for at once by a proof's
-    results ended 14, 28 and 42 ms in, where one alone took 13-14 ms, and the device stood
-    idle through the whole row (92-100% of the time a lock was running, against 23-32%
-    elsewhere).  So a proof whose four results land together holds every device four
-    locks long, not one.  Books the turn and returns the wait."""
-    now = rt.now()
-    start = max(now, rt.pins_free_at)
-    rt.pins_free_at = start + seconds
-    return start - now
+def pin_pause(
+    rt: StageHost, seconds: float, stall: float, what: str, pressure: float = 0.0, turn: Any = None
+) -> None:
+    """Every device stands still for `stall` of the next `seconds` (longer where busy
+    cores slow it, by `pressure`, a sensitivity as a stage's: pinning pages is host
+    work): host memory being page-locked or unlocked (cudaHostRegister,
+    cudaHostUnregister) holds the driver, and an unlock first waits for the device's
+    queued work and then holds it whole (experiments/pin_barrier.py: a 384 MiB unlock
+    stalled a spin-kernel stage on another thread, or another stream, by all of its
+    6.4 ms).  `turn`: the driver's desk (rt.pin_desk), held until the pause ends.
 
+    The driver does one at a time, like a single loading dock where lorries that arrive
+    together back in one after another: the forty-third lease's kernel traces
+    (docs/data/h100-2026-12-06p) show locks asked for at once by a proof's results
+    ending 14, 28 and 42 ms in, where one alone took 13-14 ms, and the device idle
+    through the whole row (92-100% of the time a lock ran, against 23-32% elsewhere).
+    So a proof whose four results land together holds every device four locks long.
 
-def pin_pause(rt: StageHost, seconds: float, stall: float, what: str) -> None:
-    """Every device stands still for `stall` of the next `seconds`: host memory being
-    page-locked or unlocked (cudaHostRegister, cudaHostUnregister) holds the driver, and
-    an unlock first waits for the device's queued work and then holds it whole
-    (experiments/pin_barrier.py: a 384 MiB unlock stalled a spin-kernel stage on another
-    thread, or another stream, by all of its 6.4 ms; its 11 ms lock stalled one launching
-    thread by a third of that, and two not at all: calibrate reads the share beside two).
     It runs beside the stages, not in one: the lock's own time is already in the stage
     that locks, as calibrate timed it.  It starts when the unlock is issued, not after
     its wait for the queued work: the prover launches a few ms ahead (a median wait of
     0.1-4.8 ms on the stored kernel traces, experiments/queue_drain.py), and the device
     works off that queue meanwhile.  A job on each device's `gpu` whose demand leaves
     the jobs bound to it 1 - stall of their speed (all but none at a stall of 1)."""
-    if seconds <= 0.0 or stall <= 0.0:
-        return
-    demand = MAX_FACTOR if stall >= 1.0 else stall / (1.0 - stall)
-    now = rt.now()
-    rt.pin_stalls.append((now, now + seconds * min(1.0, stall)))  # for the bottleneck report
-    for d in range(len(rt.vram)):
-        rt.fluid.submit(seconds, ((("gpu", d), demand, 0.0),), what)
+    host = (("pressure", 1.0, pressure),) if pressure > 0.0 else ()
+    start = rt.now()
+    jobs = []
+    if seconds > 0.0 and stall > 0.0:
+        demand = MAX_FACTOR if stall >= 1.0 else stall / (1.0 - stall)
+        jobs = [
+            rt.fluid.submit(seconds, ((("gpu", d), demand, 0.0), *host), what) for d in range(len(rt.vram))
+        ]
+
+        def noted(_ev: Any) -> None:  # for the bottleneck report, as long as it lasted
+            rt.pin_stalls.append((start, start + (rt.now() - start) * min(1.0, stall)))
+
+        jobs[0].callbacks.append(noted)
+    if turn is not None:
+        # a lock that stalls nothing still keeps the driver for its time
+        held = jobs[0] if jobs else rt.fluid.submit(seconds, host, what)
+        held.callbacks.append(lambda _ev: rt.pin_desk.release(turn))

@@ -110,7 +110,7 @@ class SimRuntime(RuntimeBase):
             conserved=hostmem.shared_by(profile, config.devices, "conserved"),
         )
         self.pin_stalls: list[tuple[float, float]] = []  # model.interpreter.pin_pause
-        self.pins_free_at = 0.0  # model.interpreter.pin_turn
+        self.pin_desk = simpy.Resource(self.env, capacity=1)  # model.interpreter.pin_pause
         self.rng = random.Random(seed)
         self._ctx: dict[simpy.Process, dict[str, Any]] = {}
         self._names: dict[simpy.Process, str] = {}

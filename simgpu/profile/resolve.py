@@ -149,6 +149,8 @@ class PinCosts:
     unlock_s_per_gib: float
     lock_stall: float
     unlock_stall: float
+    #: how a lock slows with busy cores (a `pressure` sensitivity): pinning pages is host work
+    lock_pressure: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,8 @@ class PinPauses:
     buffers: frozenset[str]
     lock: tuple[float, float]
     unlock: tuple[float, float]
+    #: the lock's `pressure` sensitivity (PinCosts.lock_pressure)
+    lock_pressure: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -220,6 +224,7 @@ class Resolved:
             frozenset(st.host_release),
             (costs.lock_s_per_gib * gib, costs.lock_stall),
             (costs.unlock_s_per_gib * gib, costs.unlock_stall),
+            costs.lock_pressure,
         )
 
     def producer_of(self, buffer: str) -> str | None:

@@ -35,8 +35,9 @@ calibrate`) says, for one machine and one prover:
   left (simgpu's `--abc-upload pinned`, cuzk's cudaHostRegister): seconds a GiB to lock
   and to unlock (``lock_s_per_gib``, ``unlock_s_per_gib``), and the share of each that
   the device's other work stands still (``lock_stall``, ``unlock_stall``; an unlock waits
-  for the device and holds it: 1).  A profile calibrated on a prover that staged them
-  has none.
+  for the device and holds it: 1); optionally how a lock slows with busy cores
+  (``lock_pressure``, a `pressure` sensitivity as a stage's: pinning pages is host work).
+  A profile calibrated on a prover that staged them has none.
 
 Laws are small arithmetic expressions over n, N, log2(.), sqrt(.), min/max, GiB/MiB/KiB,
 and named coefficients given beside them, e.g. ``time = {law = "a + b*N*log2(N)", a =
@@ -451,19 +452,23 @@ def _rate(t: dict[str, Any], key: str) -> float:
 
 
 PIN_KEYS = ("lock_s_per_gib", "unlock_s_per_gib", "lock_stall", "unlock_stall")
+#: [pins] keys a profile may leave out (0 where it does): calibrated after the others were
+PIN_OPTIONAL = ("lock_pressure",)
 
 
 def _pins(t: Any, where: str) -> PinCosts | None:
     if t is None:
         return None
-    if not isinstance(t, dict) or set(t) != set(PIN_KEYS):
-        raise UserError(f"{where}: [pins] takes exactly {', '.join(PIN_KEYS)}")
+    if not isinstance(t, dict) or not set(PIN_KEYS) <= set(t) <= set(PIN_KEYS + PIN_OPTIONAL):
+        raise UserError(
+            f"{where}: [pins] takes {', '.join(PIN_KEYS)}, and optionally {', '.join(PIN_OPTIONAL)}"
+        )
     for k, v in t.items():
-        top = 1.0 if k.endswith("stall") else math.inf
+        top = 1.0 if k.endswith(("stall", "pressure")) else math.inf
         if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= top or v == math.inf:
             what = "a share from 0 to 1" if top == 1.0 else "finite seconds >= 0"
             raise UserError(f"{where}: [pins] {k} must be {what}, got {v!r}")
-    return PinCosts(**{k: float(t[k]) for k in PIN_KEYS})
+    return PinCosts(**{k: float(v) for k, v in t.items()})
 
 
 def _vram_pool(v: Any) -> str:
