@@ -9,7 +9,8 @@
 #           with Python sampled (`--abc-upload staged --kernel-trace --py-sample 0.001`):
 #           what idles the device as results land where nothing is page-locked (13-15
 #           ms a result on the forty-first lease).
-#   call 5 (520 s, after the burst step's fix): the pins' GPU test, calibrate (380 s), then
+#   call 5 (520 s, after the burst step's fix; since 2026-12-06 17:00 calibrate also times
+#           a lock beside its load, [pins] lock_pressure): the pins' GPU tests, calibrate (380 s), then
 #           A-G and I-K on that profile: the probe and the grid on one lease.
 # A fresh machine on call 3 calibrates first.  Carry .whl and out/cubins.txz;
 # `bash experiments/leases/aside.sh out lean gpu` before each call, `in` after.
@@ -21,7 +22,7 @@ lease_watch
 export CONTENTION=2^22
 case "$CALL" in
   2)
-    timeout 120 python3 -m pytest -q -m gpu tests/test_transfer_gpu.py -k pins > "$LOGS/pytest-pins.log" 2>&1
+    timeout 120 python3 -m pytest -q -m gpu tests/test_transfer_gpu.py -k "pins or lock" > "$LOGS/pytest-pins.log" 2>&1
     echo "pins test rc=$? at $SECONDS s"; tail -1 "$LOGS/pytest-pins.log"
     rm -f "$PROFILE"
     calibrate_spanned 330 --msm-capacity key --pairing-sizes 2^20
@@ -36,7 +37,7 @@ case "$CALL" in
     lease_validate "$(until_ "$END")" grid-IJK 2176 --only I J K
     ;;
   5)
-    timeout 120 python3 -m pytest -q -m gpu tests/test_transfer_gpu.py -k pins > "$LOGS/pytest-pins.log" 2>&1
+    timeout 120 python3 -m pytest -q -m gpu tests/test_transfer_gpu.py -k "pins or lock" > "$LOGS/pytest-pins.log" 2>&1
     echo "pins test rc=$? at $SECONDS s"; tail -1 "$LOGS/pytest-pins.log"
     rm -f "$PROFILE"
     calibrate_spanned 380 --msm-capacity key --pairing-sizes 2^20
