@@ -9,6 +9,8 @@ import tomllib
 
 import pytest
 from conftest import DATA, simulate
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simgpu.profile import profile_from_dict
 from simgpu.report.trace import stage_rows
@@ -104,3 +106,33 @@ def test_a_lock_beside_busy_cores_lasts_longer_by_its_pressure():
     rest = 0.5 - 0.5 / 1.125
     assert _spans(slowed, "prestage")[0] == pytest.approx((1.5, 1.75 + rest), abs=1e-5)
     assert result.saturation["pins"][0] == pytest.approx([1.0, 1.5 + rest], abs=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lock=st.floats(0.01, 1.0),
+    unlock=st.floats(0.0, 0.5),
+    workers=st.integers(1, 4),
+    partitions=st.integers(1, 6),
+    gpu_workers=st.integers(1, 3),
+)
+def test_the_driver_never_pauses_for_two_page_locks_at_once(lock, unlock, workers, partitions, gpu_workers):
+    """Whatever lands together, the pauses of the locks and unlocks (each holding every
+    device whole, stall 1) follow one another: no two overlap, and each lasts its time."""
+    pins = {"lock_s_per_gib": lock, "unlock_s_per_gib": unlock, "lock_stall": 1.0, "unlock_stall": 1.0}
+    result, summary = simulate(
+        profile_from_dict(_doc(pins), "turns"),
+        "single-lock",
+        proofs=2,
+        partition_workers=workers,
+        partitions=partitions,
+        gpu_workers_per_device=gpu_workers,
+    )
+    pauses = sorted(result.saturation.get("pins", []))
+    assert len(pauses) == sum(1 for _ in range(2 * partitions)) * (2 if unlock > 0 else 1)
+    for (_, end), (start, _) in zip(pauses, pauses[1:], strict=False):
+        assert start >= end - 1e-9
+    # host_abc is 1 GiB: each pause is a lock's or an unlock's seconds a GiB, whole
+    for start, end in pauses:
+        assert min(abs(end - start - lock), abs(end - start - unlock)) < 1e-6
+    assert summary.completed == 2
