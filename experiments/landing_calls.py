@@ -29,11 +29,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from gpu_validation import read_runs  # beside this script
+from arrival_stall import GPU_STAGES  # beside this script
+from gpu_validation import read_runs
 
 from simgpu.report.intervals import intersect, length, subtract, union
 
-GPU_STAGES = ("kernels", "b_g2_msm")
 LOCK, UNLOCK = "cudaHostRegister", "cudaHostUnregister"
 
 

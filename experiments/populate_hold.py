@@ -66,6 +66,8 @@ def one(size: int, through_libc: bool) -> tuple[float, float, float, float]:
             del first
             held: list[Any] = []
             gap_map, t_map = longest_gap_beside(lambda: held.append(handoff.map_populated(f.fileno(), size)))
+        if held[0].nbytes != size or int(held[0][mmap.PAGESIZE * 3]) != 1:
+            raise RuntimeError("the mapping does not hold the file's bytes")
         gap_drop, t_drop = longest_gap_beside(held.clear)  # the last view goes: unmapped
     finally:
         handoff._libc = real

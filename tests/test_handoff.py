@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import load_experiment
 
 from simgpu.prover import handoff
 from simgpu.prover.circuits import CircuitSpec
@@ -164,54 +165,13 @@ def test_the_executor_counts_how_each_result_reaches_the_device(tmp_path):
         ex.close()
 
 
-def _longest_gap_beside(call) -> tuple[float, float]:
-    """(the longest stretch this thread's Python went without running while `call` ran
-    on another thread, the call's seconds)."""
-    done = threading.Event()
-    took: list[float] = []
-
-    def run() -> None:
-        t = time.perf_counter()
-        call()
-        took.append(time.perf_counter() - t)
-        done.set()
-
-    th = threading.Thread(target=run)
-    last = time.perf_counter()
-    gap = 0.0
-    th.start()
-    while not done.is_set():
-        now = time.perf_counter()
-        gap, last = max(gap, now - last), now
-    th.join()
-    return gap, took[0]
-
-
-@pytest.fixture
-def shm_file():
-    """A file in the shared-memory file system, where results are handed off (mapping a
-    page of it costs what a received result's pages cost), removed afterwards."""
-    if not handoff.SHM_DIR.is_dir():
-        pytest.skip("needs a shared-memory file system (/dev/shm)")
-    path = handoff.SHM_DIR / f"simgpu-test-{time.monotonic_ns()}"
-    yield path
-    path.unlink(missing_ok=True)
-
-
-def test_receiving_a_result_leaves_the_other_threads_running(shm_file):
+@pytest.mark.skipif(not handoff.SHM_DIR.is_dir(), reason="needs a shared-memory file system (/dev/shm)")
+def test_receiving_a_result_leaves_the_other_threads_running():
     """Populating a 512 MiB mapping of shared memory takes tens of milliseconds;
     CPython's mmap module holds the interpreter lock all along up to 3.11, every driver
     thread (the GPU workers' launch loops included) standing still; map_populated lets
-    go of it on every version."""
-    size = 512 * 2**20
-    path = shm_file
-    with open(path, "wb") as f:
-        f.truncate(size)
-    with open(path, "r+b") as f:
-        first = handoff.map_populated(f.fileno(), size)
-        first[:: mmap.PAGESIZE] = 7  # every page in memory, as a worker's write leaves them
-        del first
-        got: list[np.ndarray] = []
-        gap, took = _longest_gap_beside(lambda: got.append(handoff.map_populated(f.fileno(), size)))
-    assert got[0].nbytes == size and int(got[0][mmap.PAGESIZE * 3]) == 7
+    go of it on every version.  Measured as experiments/populate_hold.py measures it: a
+    thread spinning in Python beside the mapping, its longest stretch without running."""
+    probe = load_experiment("populate_hold")
+    gap, took, _, _ = probe.one(512 * 2**20, through_libc=True)
     assert gap < max(0.02, took / 2), f"the other threads stood still {gap * 1e3:.0f} ms of {took * 1e3:.0f}"

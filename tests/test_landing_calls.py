@@ -11,6 +11,7 @@ import pytest
 from conftest import load_experiment
 
 load_experiment("gpu_validation")  # what landing_calls imports from beside it
+load_experiment("arrival_stall")
 exp = load_experiment("landing_calls")
 
 NAMES = ["k", "cudaHostRegister", "cudaHostUnregister"]

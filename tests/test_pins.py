@@ -176,3 +176,23 @@ def test_the_lock_s_sensitivity_to_busy_cores_is_read_as_a_stage_s():
     assert prof.resolve(prof.workload().constraints).pins.lock_pressure == 0.5
     with pytest.raises(UserError, match=r"\[pins\] lock_pressure"):
         profile_from_dict(_doc(pins={**MEASURED, "lock_pressure": 1.5}), "pins-test")
+
+
+def test_refit_reads_the_lock_s_pressure_as_calibrate_does():
+    """A profile whose contention record has the lock's pairs (pins.lock: 12 ms alone,
+    15 ms beside the load) gets the lock_pressure calibrate would write again, from
+    `refit_uses`; a profile without [pins] gets none."""
+    from simgpu.calibrate.refit import contention_of, refit_uses
+
+    doc = _doc()
+    cal = doc["calibration"]
+    load = contention_of(doc).pressure_load
+    cal["pressure"]["pins.lock"] = [0.012, 0.015]
+    cal["contention"].setdefault("pressure_pairs", {})["pins.lock"] = [[0.012, 0.015]] * 6
+    cores = int(cal["contention"]["cores"])
+    refit_uses(doc)
+    assert doc["pins"]["lock_pressure"] == pytest.approx(min(1.0, 0.25 * cores / load), abs=1e-4)
+    bare = _doc(pins=None)
+    bare["calibration"]["pressure"]["pins.lock"] = [0.012, 0.015]
+    refit_uses(bare)
+    assert "pins" not in bare

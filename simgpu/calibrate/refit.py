@@ -117,7 +117,7 @@ def refit_uses(doc: dict[str, Any], gil: bool = False, device_law: str | None = 
     calibrated before a change of the fits would have said with the fits of now.
     `gil`: with the interpreter lock's uses too, from the runs calibrate recorded.
     `device_law`: the law to fit the device for (None: the one the profile has)."""
-    from simgpu.calibrate.build import device_law_of, set_device_law, stage_uses_over
+    from simgpu.calibrate.build import device_law_of, lock_pressure, set_device_law, stage_uses_over
 
     cal = doc["calibration"]
     h2d = float(doc["hardware"]["h2d_gbps"])
@@ -139,6 +139,8 @@ def refit_uses(doc: dict[str, Any], gil: bool = False, device_law: str | None = 
         if ph.get("name") == "transfer" and TRIP in uses:  # the trip's pressure, beside its channel
             kept = {r: v for r, v in ph.get("uses", {}).items() if r == "driver_rx"}
             ph["uses"] = kept | {r: dict(v) for r, v in uses[TRIP].items()}
+    if "pins" in doc and (lock := lock_pressure(c)) is not None:  # the lock's pressure, as a stage's
+        doc["pins"]["lock_pressure"] = lock
     set_device_law(doc, c, law)  # the law the uses were fitted for goes with them
     cal["device_law"] = device_law_of(c, law)
 
