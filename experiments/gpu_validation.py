@@ -130,6 +130,14 @@ def measure(args: argparse.Namespace) -> None:
         # how long a thread may hold the interpreter lock while another waits for it
         # (Python's default: 5 ms)
         sys.setswitchinterval(args.switch_interval)
+    if args.map_in_one_call:
+        # the mapping before simgpu.prover.address_space: populated, then unmapped, in one
+        # call each (experiments/populate_hold.py), to time the two ways on one machine
+        from populate_hold import _map_one_call
+
+        from simgpu.prover import handoff
+
+        handoff.map_populated = _map_one_call
     prof = load_profile(args.profile)
     caps: dict[int, int | None] = {}
     grid = [(lab, log_n + args.log_offset, *rest) for lab, log_n, *rest in GRID]
@@ -232,6 +240,7 @@ def measure(args: argparse.Namespace) -> None:
                         # loops over memory, as synthesis and prep are), fastest of three
                         "host_synthesis_s": [synth_before, synth_after],
                         "switch_interval_s": sys.getswitchinterval(),
+                        "mapping": "one call" if args.map_in_one_call else "in steps",
                         # when the run began and ended (unix seconds), to read the all-core
                         # host watcher's samples of its stretch (experiments/host_modes.py)
                         "wall_s": [wall0, wall1],
@@ -1030,6 +1039,11 @@ def main() -> None:
         type=float,
         default=0.0,
         help="the interpreter's switch interval in seconds for the runs (0: Python's default, 5 ms)",
+    )
+    ap.add_argument(
+        "--map-in-one-call",
+        action="store_true",
+        help="map and unmap handed-off results in one call each, as before simgpu.prover.address_space",
     )
     ap.add_argument(
         "--host-watch",

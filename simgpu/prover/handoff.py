@@ -19,10 +19,6 @@ simgpu.gpu.transfer.pin_pages): the prestage then only queues their copies.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
-import mmap
 import os
 import queue
 import shutil
@@ -36,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from simgpu.prover.address_space import map_populated
 from simgpu.prover.circuits import CircuitSpec
 from simgpu.prover.synthesis import Synthesized, synthesize
 
@@ -83,70 +80,6 @@ def hand_off(synth: Synthesized, tag: str) -> Handoff | Synthesized:
     mm.flush()
     del mm
     return Handoff(str(path), tuple(layout), synth.spec, synth.partition_seed, synth.public_inputs)
-
-
-class _Mapping:
-    """A region mapped through libc, unmapped (through libc too) when the last array
-    viewing it goes: the arrays' base keeps this alive."""
-
-    def __init__(self, address: int, size: int) -> None:
-        self.address, self.size = address, size
-
-    def __del__(self) -> None:
-        _libc().munmap(self.address, self.size)
-
-
-@functools.cache
-def _libc() -> Any:
-    """libc's mmap and munmap through ctypes, which lets go of the interpreter lock
-    around every foreign call; None where there is no such libc."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_size_t,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_long,
-        ]
-        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        return libc
-    except (OSError, AttributeError, TypeError):
-        return None
-
-
-def map_populated(fd: int, size: int) -> np.ndarray:
-    """The `size` bytes of file `fd`, mapped shared, writable and populated (every page
-    mapped now), as uint8.
-
-    Populated now, on this (the partition's) thread: mapped lazily, the first touch
-    would fall in prestage's upload, under the GPU lock (the H200 lease saw prestage at
-    2^22 take 140 ms against 64 ms from private memory, the mapping's page faults in it).
-    Mapped through libc rather than the mmap module because CPython's mmap.mmap kept
-    the interpreter lock through the call, populating included, up to 3.11 (3.12
-    releases it: CPython gh-44098): on 3.11 a 1 GiB MAP_POPULATE held every other
-    thread of the process for 83 of its 88 ms (experiments/populate_hold.py), the GPU
-    workers' launch loops included.  ctypes lets go of the lock around the call on
-    every version.  Like letting a parcel in through the hatch while the office keeps
-    working, instead of stopping the office to sign for it.  Falls back to the mmap
-    module where libc cannot be reached.
-    """
-    if size <= 0:
-        return np.zeros(0, np.uint8)
-    libc = _libc()
-    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-    prot = mmap.PROT_READ | mmap.PROT_WRITE
-    if libc is None:
-        return np.frombuffer(mmap.mmap(fd, size, flags=flags, prot=prot), dtype=np.uint8)
-    address = libc.mmap(None, size, prot, flags, fd, 0)
-    if address is None or address == ctypes.c_void_p(-1).value:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mapping a handed-off result: {os.strerror(err)}")
-    raw = (ctypes.c_uint8 * size).from_address(address)
-    raw.mapping = _Mapping(address, size)  # unmapped with the last view of `raw`
-    return np.frombuffer(raw, dtype=np.uint8)
 
 
 def receive(result: Handoff | Synthesized, pin: Callable[[np.ndarray], Any] | None = None) -> Synthesized:

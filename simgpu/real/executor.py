@@ -26,7 +26,7 @@ import numpy as np
 from simgpu.config import PipelineConfig
 from simgpu.errors import OutOfMemory, SimgpuError, UserError
 from simgpu.profile import Resolved, profile_from_dict
-from simgpu.prover import B_G2_THREADS, groth16, handoff
+from simgpu.prover import B_G2_THREADS, address_space, groth16, handoff
 from simgpu.prover.circuits import FAMILIES, CircuitSpec, circuit_spec
 from simgpu.prover.device import MSM_CAPACITIES
 from simgpu.prover.g2pool import G2Pool
@@ -342,6 +342,7 @@ class ProverExecutor:
         # process) at full size: the H200 calibration of 2026-12-01 timed that build (about
         # 1 s at 2^22) into the first synthesis of each worker.
         jobs = [self.pool().submit(warm_worker, self.spec) for _ in range(self.settings.partition_workers)]
+        address_space.warm()  # the loops that map and unmap handed-off results
         for f in jobs:
             f.result()
 
