@@ -6,11 +6,13 @@
 # that asks for memory meanwhile waits in the kernel with the interpreter lock in hand
 # (experiments/populate_hold.py --beside-allocations).  The prover now maps and unmaps in
 # steps (simgpu.prover.address_space); `--map-in-one-call` runs the old way.
-#   call 1 (540 s): the kernel's version; the pins' GPU tests; calibrate (380 s, with
-#           [pins] lock_pressure); A-G and I-K on that profile, mapping in steps.
-#   call 2 (540 s): B on the staged prover traced (`--py-sample 0.001`) both ways, then
-#           A-G mapping in one call: the old way beside call 1's grid, on one machine.
-# A fresh machine on call 2 calibrates first.  Carry .whl and out/cubins.txz;
+#   call 1 (540 s): the kernel's version; B on the staged prover traced (`--py-sample
+#           0.001`) both ways; A-G mapping in steps, in one call, in steps again (paired on
+#           one machine, no calibrate: the forty-fifth lease's profile, carried as
+#           out/h100-cupy-key.toml, sets the plans; its predictions are not this host's).
+#   call 2 (540 s): the pins' GPU tests; calibrate (380 s, with [pins] lock_pressure);
+#           A-G on that profile.
+# Carry .whl, out/cubins.txz and out/h100-cupy-key.toml (copied to h200-cupy-key.toml on an H200);
 # `bash experiments/leases/aside.sh out lean gpu` before each call, `in` after.
 #
 #   bash experiments/leases/device_lease46.sh 1|2 [END]
@@ -21,21 +23,22 @@ export CONTENTION=2^22
 echo "kernel: $(uname -r); python: $(python3 -V)"
 case "$CALL" in
   1)
+    [ -f "$PROFILE" ] || cp out/h100-cupy-key.toml "$PROFILE"
+    lease_validate "$(until_ $((SECONDS + 80)))" traced-B-staged-steps 2176 --only B --abc-upload staged \
+      --kernel-trace B --py-sample 0.001
+    lease_validate "$(until_ $((SECONDS + 80)))" traced-B-staged-onecall 2176 --only B --abc-upload staged \
+      --kernel-trace B --py-sample 0.001 --map-in-one-call
+    lease_validate "$(until_ $((SECONDS + 100)))" grid-A-G-steps 2176 --only A B C D E F G
+    lease_validate "$(until_ $((SECONDS + 100)))" grid-A-G-onecall 2176 --only A B C D E F G --map-in-one-call
+    lease_validate "$(until_ "$END")" grid-A-G-steps2 2176 --only A B C D E F G
+    ;;
+  2)
     timeout 120 python3 -m pytest -q -m gpu tests/test_transfer_gpu.py -k "pins or lock" > "$LOGS/pytest-pins.log" 2>&1
     echo "pins test rc=$? at $SECONDS s"; tail -1 "$LOGS/pytest-pins.log"
     rm -f "$PROFILE"
     calibrate_spanned 380 --msm-capacity key --pairing-sizes 2^20
     grep -E "pins of|locks of|^missing" "$LOGS/calibrate.log"
-    lease_validate "$(until_ $((SECONDS + 100)))" grid-A-G 2176 --only A B C D E F G
-    lease_validate "$(until_ "$END")" grid-IJK 2176 --only I J K
-    ;;
-  2)
-    [ -f "$PROFILE" ] || calibrate_spanned 380 --msm-capacity key --pairing-sizes 2^20
-    lease_validate "$(until_ $((SECONDS + 90)))" traced-B-staged-steps 2176 --only B --abc-upload staged \
-      --kernel-trace B --py-sample 0.001
-    lease_validate "$(until_ $((SECONDS + 90)))" traced-B-staged-onecall 2176 --only B --abc-upload staged \
-      --kernel-trace B --py-sample 0.001 --map-in-one-call
-    lease_validate "$(until_ "$END")" grid-A-G-onecall 2176 --only A B C D E F G --map-in-one-call
+    lease_validate "$(until_ "$END")" grid-A-G 2176 --only A B C D E F G
     ;;
 esac
 lease_finish
