@@ -19,6 +19,10 @@ So a mapping's pages are brought in by touching one byte a page, each page fault
 the lock only for its own page (or not at all, where the kernel locks per region), and a
 mapping is let go `UNMAP_STEP` bytes a call; both loops are compiled and run without the
 interpreter lock, so no Python runs between the trips to hold anyone up.
+
+On an H100 (the forty-sixth lease, docs/validation-log.md), paired on one machine, this
+took the device's idle per landing result from 8.8-15.9 ms to under 6, and every
+configuration of the validation grid ran 5-16% faster.
 """
 
 from __future__ import annotations
