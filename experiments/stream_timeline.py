@@ -258,6 +258,11 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
         others = sorted(iv for k, v in dev_ops.items() if k != tid for iv in v)
         own = _overlap(dev_ops[tid], t0, t1)
         busy = _overlap(every, t0, t1)
+        # when its own work first ran on the device, and what the others' ran before that
+        # (the stream serves work in the order queued: a prestage waits behind what the
+        # other worker queued at the lock's hand-over)
+        mine = [a for a, b in dev_ops[tid] if b > t0 and a < t1]
+        first = (max(t0, min(mine)) if mine else t1) - t0
         wait = _overlap(waits[tid], t0, t1)
         starts = [a for a, _ in waits[tid]]
         long_n, long_s = _long_stretches(launched[tid], sorted(waits[tid] + in_driver[tid]), t0, t1)
@@ -272,6 +277,8 @@ def episodes(record: dict[str, Any]) -> list[dict[str, Any]]:
                 "own_device": own,
                 "others_device": _overlap(others, t0, t1),
                 "others_only": busy - own,
+                "first_own": first,
+                "others_before_own": _overlap(others, t0, t0 + first),
                 "idle": (t1 - t0) - busy,
                 "waiting": wait,
                 "host": (t1 - t0) - wait,
@@ -306,8 +313,8 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| stage | beside | n | span ms | own device | others' device (not own) | idle | waiting "
         "| on the host | of it in stretches > 1 ms (how many) | of it in other driver calls "
-        "| launches | waits | sampler late (of it no core) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| launches | waits | sampler late (of it no core) | its first device work at (others' before it) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (stage, beside), rs in sorted(groups.items()):
 
@@ -329,7 +336,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             f"| {stage} | {beside} | {len(rs)} | {m('span')} | {m('own_device')} | "
             f"{m('others_only')} | {m('idle')} | {m('waiting')} | {m('host')} | "
             f"{m('host_long')} ({statistics.mean(r['host_long_n'] for r in rs):.1f}) | {m('in_driver')} | "
-            f"{n('launches')} | {n('waits')} | {late()} |"
+            f"{n('launches')} | {n('waits')} | {late()} | {m('first_own')} ({m('others_before_own')}) |"
         )
     return lines
 

@@ -62,6 +62,9 @@ def test_each_gpu_stage_splits_into_its_own_device_time_the_others_and_idle():
     assert b["others_only"] == pytest.approx(50)
     assert b["idle"] == pytest.approx(0)
     assert b["waiting"] == pytest.approx(38)
+    # its own kernel ran first at 50, 30 µs in, behind 11's kernel queued ahead (20-50)
+    assert b["first_own"] == pytest.approx(30, abs=1) and b["others_before_own"] == pytest.approx(30, abs=1)
+    assert k["first_own"] == pytest.approx(1, abs=1) and k["others_before_own"] == 0
 
 
 def test_a_finalizer_thread_whose_id_the_next_one_reuses_keeps_its_own_device_time():
