@@ -149,6 +149,7 @@ class KernelTrace:
             # the samples on the spans' clock, so one alignment serves both
             py = self._sampler.record()
             py["samples"] = [[round(t * 1e6 + offset, 1), *rest] for t, *rest in py["samples"]]
+            py["gc"] = [[round(t * 1e6 + offset, 1), *rest] for t, *rest in py.get("gc", [])]
             out["py_samples"] = py
         return out
 

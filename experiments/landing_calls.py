@@ -119,6 +119,20 @@ def late_gaps(trace: dict[str, Any], late_us: float) -> tuple[int, float, Counte
     return n, total, moved
 
 
+def collector_passes(trace: dict[str, Any], long_us: float) -> tuple[list[tuple[float, float]] | None, int]:
+    """(the collector's passes longer than `long_us`, as (start, length), µs on the
+    spans' clock as the samples; how many samples later than that woke within 2 ms of
+    one's end), or (None, 0) for a trace recorded before the sampler noted the collector."""
+    py = trace.get("py_samples") or {}
+    if "gc" not in py:
+        return None, 0
+    passes = [(t, d) for t, d, _ in py["gc"] if d > long_us]
+    ends = [t + d for t, d in passes]
+    late = [s[0] for s in py.get("samples", []) if s[1] > long_us]
+    within = sum(any(0 <= t - e <= 2e3 for e in ends) for t in late)
+    return passes, within
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("records", nargs="+", help="validation records kept with --kernel-trace")
@@ -161,6 +175,13 @@ def main() -> None:
                 top = ", ".join(f"{a} -> {b} ({c})" for (a, b), c in moved.most_common(4))
                 held = f"{n} times beyond {args.late:.0f} ms ({total / 1e3:.0f} ms)"
                 print(f"- Python held up {held}; moved on: {top}")
+                passes, within = collector_passes(trace, args.late * 1e3)
+                if passes is not None:
+                    print(
+                        f"- the cyclic collector: {len(passes)} passes beyond {args.late:.0f} ms "
+                        f"({sum(d for _, d in passes) / 1e3:.0f} ms); {within} of those late samples came "
+                        "at the end of one"
+                    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ that wakes every `period` seconds, takes the interpreter lock, and notes
               C call it is inside shows as the line that called it) and its innermost
               frame in this project's code (what stage work that is).
 
+It also notes every pass of Python's cyclic garbage collector (`gc`: its start, its
+length, its generation), which runs holding the lock on whichever thread allocated last:
+a long pass holds every thread up as a long C call does.
+
 Each sample costs the lock for a few tens of microseconds, so a 1 ms period perturbs
 the run by a few percent; the run's timings are then the traced run's, its shares
 are what it is for.
@@ -29,6 +33,7 @@ Times are `time.perf_counter()` seconds, the stage spans' clock.
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -48,6 +53,8 @@ class PySampler:
         self._names: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._gc: list[list[Any]] = []  # [t_s, dur_us, generation] per collector pass
+        self._gc_began = 0.0
 
     def _fid(self, code: Any, line: int) -> int:
         key = f"{code.co_filename}:{line}:{code.co_name}"
@@ -89,7 +96,18 @@ class PySampler:
             # burst of catch-up samples
             due = now + self.period
 
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        if phase == "start":
+            self._gc_began = now
+        elif self._gc_began:
+            self._gc.append(
+                [round(self._gc_began, 6), round((now - self._gc_began) * 1e6, 1), info["generation"]]
+            )
+            self._gc_began = 0.0
+
     def start(self) -> None:
+        gc.callbacks.append(self._on_gc)
         self._thread = threading.Thread(target=self._run, name="py-sampler", daemon=True)
         self._thread.start()
 
@@ -97,16 +115,20 @@ class PySampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
 
     def record(self) -> dict[str, Any]:
         """`frames` ("file:line:function" by id), `threads` (native tid -> name),
         `samples` ([t_s, late_us, [[native tid, innermost frame id, innermost project
-        frame id or -1], ...], runq_us]), `period_s`."""
+        frame id or -1], ...], runq_us]), `gc` ([t_s, dur_us, generation] per pass of the
+        cyclic collector), `period_s`."""
         return {
             "period_s": self.period,
             "frames": list(self._frames),
             "threads": {str(k): v for k, v in self._names.items()},
             "samples": self._samples,
+            "gc": self._gc,
         }
 
 

@@ -83,3 +83,18 @@ def test_a_late_sample_names_the_frames_that_moved_across_it():
     n, total, moved = exp.late_gaps(trace, late_us=10e3)
     assert (n, total) == (1, 23e3)
     assert moved == {("handoff.py:99:receive", "prepared.py:48:query"): 1}
+
+
+def test_a_late_sample_at_the_end_of_a_long_collector_pass_is_counted():
+    trace = {
+        "py_samples": {
+            "frames": [],
+            # samples [t µs, late µs, threads, runq µs]; collector passes [t µs, µs, generation]
+            "samples": [[25e3, 23e3, [], 0], [90e3, 15e3, [], 0], [99e3, 0.1, [], 0]],
+            "gc": [[1.5e3, 22.8e3, 2], [40e3, 1e3, 0]],
+        }
+    }
+    passes, within = exp.collector_passes(trace, long_us=10e3)
+    assert passes == [(1.5e3, 22.8e3)]  # the short pass is left out
+    assert within == 1  # the sample at 25 ms woke as the pass ended (24.3 ms); not the one at 90
+    assert exp.collector_passes({"py_samples": {"samples": []}}, 10e3) == (None, 0)  # an older trace

@@ -4,6 +4,7 @@ and the sample that ends the wait shows where that thread stood."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
@@ -45,3 +46,29 @@ def test_a_long_c_call_makes_the_sampler_late_and_is_seen() -> None:
     assert holder, names
     seen = {frames[top] for _, _, row, _ in rec["samples"] for tid, top, _ in row if tid == holder[0]}
     assert any(f.endswith(":_hold_the_lock") for f in seen), seen
+
+
+def test_a_long_pass_of_the_collector_is_recorded_and_makes_the_sampler_late() -> None:
+    """The cyclic collector runs holding the lock: a full pass over many objects held by
+    cycles holds every thread up, and the sampler notes the pass beside its late sample."""
+    cycles = []
+    for _ in range(400_000):
+        node: list = []
+        node.append(node)
+        cycles.append(node)
+    sampler = py_sampler.PySampler(period=0.001)
+    sampler.start()
+    time.sleep(0.02)
+    t0 = time.perf_counter()
+    gc.collect()
+    took = time.perf_counter() - t0
+    time.sleep(0.02)
+    sampler.stop()
+    del cycles
+    rec = sampler.record()
+    full = [row for row in rec["gc"] if row[2] == 2]
+    assert full, rec["gc"]
+    start, dur_us, _ = max(full, key=lambda row: row[1])
+    assert t0 - 0.001 <= start <= t0 + took and 0.5 * took * 1e6 <= dur_us <= took * 1e6 + 1_000
+    assert max(s[1] for s in rec["samples"]) > 0.5 * dur_us  # everyone waited for it
+    assert py_sampler.gc.callbacks.count(sampler._on_gc) == 0  # taken off at stop

@@ -12,12 +12,15 @@
 #           out/h100-cupy-key.toml, sets the plans; its predictions are not this host's).
 #   call 2 (540 s): the pins' GPU tests; calibrate (380 s, with [pins] lock_pressure);
 #           A-G on that profile.
+#   call 3 (planned after the lease, 300 s): B traced on both provers with Python sampled,
+#           the sampler now noting every pass of the cyclic collector: whether the one or
+#           two 150-390 ms stalls a run that are left are the collector's.
 # Carry .whl, out/cubins.txz and out/h100-cupy-key.toml (copied to h200-cupy-key.toml on an H200);
 # `bash experiments/leases/aside.sh out lean gpu` before each call, `in` after.
 #
-#   bash experiments/leases/device_lease46.sh 1|2 [END]
+#   bash experiments/leases/device_lease46.sh 1|2|3 [END]
 source "$(dirname "$0")/lease_lib.sh"
-lease_start lease46 "${1:?which call: 1 or 2}" "${2:-540}"
+lease_start lease46 "${1:?which call: 1, 2 or 3}" "${2:-540}"
 lease_watch
 export CONTENTION=2^22
 echo "kernel: $(uname -r); python: $(python3 -V)"
@@ -39,6 +42,12 @@ case "$CALL" in
     calibrate_spanned 380 --msm-capacity key --pairing-sizes 2^20
     grep -E "pins of|locks of|^missing" "$LOGS/calibrate.log"
     lease_validate "$(until_ "$END")" grid-A-G 2176 --only A B C D E F G
+    ;;
+  3)
+    [ -f "$PROFILE" ] || cp out/h100-cupy-key.toml "$PROFILE"
+    lease_validate "$(until_ $((SECONDS + 130)))" traced-B-gc 2176 --only B --kernel-trace B --py-sample 0.001
+    lease_validate "$(until_ "$END")" traced-B-staged-gc 2176 --only B --abc-upload staged \
+      --kernel-trace B --py-sample 0.001
     ;;
 esac
 lease_finish
