@@ -241,6 +241,8 @@ def measure(args: argparse.Namespace) -> None:
                         "host_synthesis_s": [synth_before, synth_after],
                         "switch_interval_s": sys.getswitchinterval(),
                         "mapping": "one call" if args.map_in_one_call else "in steps",
+                        # set-up's objects out of the cyclic collector's sight (executor._freeze_setup)
+                        "gc_frozen": ex.gc_frozen,
                         # when the run began and ended (unix seconds), to read the all-core
                         # host watcher's samples of its stretch (experiments/host_modes.py)
                         "wall_s": [wall0, wall1],

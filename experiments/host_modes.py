@@ -40,8 +40,10 @@ def probe(core: int, path: str, seconds: float, gap: float) -> None:
     from simgpu.calibrate.measure import reference_seconds
 
     # a forked probe inherits the watcher's SIGTERM handler, which would try to stop the
-    # watcher's other probes from inside this one: a probe just ends
+    # watcher's other probes from inside this one: a probe just ends.  It also inherits
+    # SIGTERM blocked (see watch): a kill that came meanwhile lands now, on the default
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     cpus = sorted(os.sched_getaffinity(0))  # the core-th of the cores this process may use
     os.sched_setaffinity(0, {cpus[core % len(cpus)]})
     end = time.time() + seconds
@@ -64,9 +66,14 @@ def watch(path: Path, seconds: float, gap: float, cores: int) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
+    # no kill lands half way through starting a probe (in the watcher, between a fork and
+    # `started`; in a new probe, before it drops the watcher's handler): held back until
+    # every probe has started, then `stop` finds them all
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     for p in procs:
         p.start()
         started.append(p)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     for p in procs:
         p.join()
 

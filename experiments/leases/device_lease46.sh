@@ -12,9 +12,11 @@
 #           out/h100-cupy-key.toml, sets the plans; its predictions are not this host's).
 #   call 2 (540 s): the pins' GPU tests; calibrate (380 s, with [pins] lock_pressure);
 #           A-G on that profile.
-#   call 3 (planned after the lease, 300 s): B traced on both provers with Python sampled,
-#           the sampler now noting every pass of the cyclic collector: whether the one or
-#           two 150-390 ms stalls a run that are left are the collector's.
+#   call 3 (planned after the lease, 540 s): B traced on both provers with Python sampled,
+#           the sampler now noting every pass of the cyclic collector (whether the one or
+#           two 150-390 ms stalls a run that are left are the collector's), then A-G with
+#           set-up frozen out of the collector's sight (the prover's way since
+#           2026-12-06 18:45), as usual (SIMGPU_GC_AS_USUAL), and frozen again.
 # Carry .whl, out/cubins.txz and out/h100-cupy-key.toml (copied to h200-cupy-key.toml on an H200);
 # `bash experiments/leases/aside.sh out lean gpu` before each call, `in` after.
 #
@@ -46,8 +48,11 @@ case "$CALL" in
   3)
     [ -f "$PROFILE" ] || cp out/h100-cupy-key.toml "$PROFILE"
     lease_validate "$(until_ $((SECONDS + 130)))" traced-B-gc 2176 --only B --kernel-trace B --py-sample 0.001
-    lease_validate "$(until_ "$END")" traced-B-staged-gc 2176 --only B --abc-upload staged \
+    lease_validate "$(until_ $((SECONDS + 100)))" traced-B-staged-gc 2176 --only B --abc-upload staged \
       --kernel-trace B --py-sample 0.001
+    lease_validate "$(until_ $((SECONDS + 100)))" grid-A-G-frozen 2176 --only A B C D E F G
+    SIMGPU_GC_AS_USUAL=1 lease_validate "$(until_ $((SECONDS + 100)))" grid-A-G-usual 2176 --only A B C D E F G
+    lease_validate "$(until_ "$END")" grid-A-G-frozen2 2176 --only A B C D E F G
     ;;
 esac
 lease_finish
