@@ -110,12 +110,15 @@ def _freeze_setup() -> bool:
     set; whether it did.
 
     The collector runs holding the interpreter lock, on whichever thread allocated last,
-    and a full pass visits every tracked object: after a CPU-backend run at 2^16 on the
-    developer's 2-core machine 132-140 thousand of them, a full pass 34-58 ms, three
-    such passes in a run of four proofs (`gc.callbacks`).  Every GPU worker's launch
-    loop stands still through it.  Frozen (gc.freeze), a full pass visits only what the
-    run made since (0.0 ms right after).  Like a librarian who stops re-shelving the
-    reference collection every evening and checks only the day's returns."""
+    and a full pass visits every tracked object: set-up leaves about 132 thousand of them
+    (a CPU-backend run at 2^16 on the developer's 2-core machine), and a full pass over
+    them took 34-73 ms there.  Every GPU worker's launch loop stands still through it.
+    A short run may see none after set-up (four proofs there saw three passes of the
+    youngest generation only: experiments/collector_pauses.py); a daemon's long run, or
+    one that makes many Python objects (a traced run's sampler), reaches full passes.
+    Frozen (gc.freeze), a full pass visits only what the run made since (0.0 ms right
+    after).  Like a librarian who stops re-shelving the reference collection every
+    evening and checks only the day's returns."""
     global _frozen_by
     if os.environ.get(GC_AS_USUAL_ENV):
         return False
