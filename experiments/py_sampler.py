@@ -89,9 +89,12 @@ class PySampler:
             row = []
             for ident, frame in frames.items():
                 if ident != me:
-                    row.append([natives.get(ident, -ident), *self._where(frame)])
+                    row.append((natives.get(ident, -ident), *self._where(frame)))
             del frames
-            self._samples.append([round(now, 6), round(late * 1e6, 1), row, round(waited / 1e3, 1)])
+            # tuples of numbers, which the cyclic collector stops tracking: a run's
+            # samples would otherwise be a few hundred thousand lists for every full
+            # pass to visit, the sampler making the pauses it is there to see
+            self._samples.append((round(now, 6), round(late * 1e6, 1), tuple(row), round(waited / 1e3, 1)))
             # the next alarm from now, not from `due`: a late sample is not followed by a
             # burst of catch-up samples
             due = now + self.period
