@@ -4,16 +4,16 @@ Like moving a load through a building's one lift in many short trips instead of 
 one: the people waiting for the lift wait a trip, not the whole move.
 
 The kernel guards a process's address space with one lock (Linux's mmap_lock).
-Populating a 1 GiB mapping in one call (MAP_POPULATE) holds it for reading 80-120 ms,
-and unmapping it in one call holds it for writing 50-65 ms.  A thread that asks for
-address space meanwhile (malloc of a large block is an mmap; a growing heap is a brk)
-waits all that time, and if it is running Python it waits holding the interpreter lock:
-every other Python thread of the driver, the GPU workers' launch loops included, stands
-still with it.  Measured here (CPython 3.11, 2 cores; `experiments/populate_hold.py
---beside-allocations`): with one thread allocating 8 MiB blocks, a spinning Python thread
-stood still 83-112 ms of a 1 GiB populate and 31-57 ms of its unmap, on every CPython
-version alike (the interpreter lock is let go around the call; the allocating thread
-takes it back and then waits in the kernel).
+Populating a 1 GiB mapping in one call (MAP_POPULATE) holds it for reading all along,
+and unmapping it in one call holds it for writing.  A thread that asks for address space
+meanwhile (malloc of a large block is an mmap; a growing heap is a brk) waits all that
+time, and if it is running Python it waits holding the interpreter lock: every other
+Python thread of the driver, the GPU workers' launch loops included, stands still with
+it, whichever way the call itself let go of the interpreter lock.  Measured here
+(CPython 3.11, 2 cores; `experiments/populate_hold.py --beside-allocations`, medians of
+3): with one thread allocating 8 MiB blocks, a spinning Python thread stood still 158 ms
+of a 1 GiB populate through libc (179 ms) and 51 ms of its unmap (56 ms); 10 ms of
+either the way below.
 
 So a mapping's pages are brought in by touching one byte a page, each page fault holding
 the lock only for its own page (or not at all, where the kernel locks per region), and a
@@ -43,6 +43,7 @@ from numba.extending import intrinsic
 #: Bytes unmapped a call.  Each call holds the address-space lock for writing about
 #: 0.05 ms a MiB (1 GiB took 50-65 ms in one call), so a thread asking for memory waits
 #: about a millisecond; smaller steps cost more calls and give back the same time.
+#: (A call that fails leaves its step mapped: only addresses, never a file's bytes.)
 UNMAP_STEP = 16 << 20
 
 
