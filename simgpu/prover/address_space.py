@@ -43,7 +43,8 @@ from numba.extending import intrinsic
 #: Bytes unmapped a call.  Each call holds the address-space lock for writing about
 #: 0.05 ms a MiB (1 GiB took 50-65 ms in one call), so a thread asking for memory waits
 #: about a millisecond; smaller steps cost more calls and give back the same time.
-#: (A call that fails leaves its step mapped: only addresses, never a file's bytes.)
+#: (munmap fails only for a bad address or range, which these are not by construction;
+#: a step that failed would stay mapped, and its share of the result's memory with it.)
 UNMAP_STEP = 16 << 20
 
 
