@@ -106,9 +106,7 @@ class _WholeUnmap:
         self.address, self.size = address, size
 
     def __del__(self) -> None:
-        libc = ctypes.CDLL(None)
-        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        libc.munmap(self.address, self.size)
+        address_space._libc().munmap(ctypes.c_void_p(self.address), ctypes.c_size_t(self.size))
 
 
 def _mapper(way: str) -> Callable[[int, int], np.ndarray]:

@@ -19,40 +19,16 @@ import statistics
 import tomllib
 from typing import Any
 
-from simgpu.config import PipelineConfig, Workload
-from simgpu.model.sim import SimRuntime
+from copier_ab import SEEDS, scene  # beside this script: the model's scenes of two workers
+
 from simgpu.profile import load_profile
-from simgpu.sched.work import Partition, Proof, Worker
-
-SEEDS = 40
-
-
-def scene(profile: Any, n: int, seed: int, with_b_g2: bool) -> dict[str, float]:
-    """One run: the prestage's seconds, and b_g2_msm's where it runs beside it."""
-    rt = SimRuntime(profile, PipelineConfig(), Workload("scene", 2, n), seed=seed, record_phases=False)
-    mine, other = Partition(Proof(0, 2, n), 0, n), Partition(Proof(0, 2, n), 1, n)
-    took: dict[str, float] = {}
-
-    def b_g2() -> Any:
-        yield rt.stage("b_g2_msm", other, 0)
-        took["b_g2_msm"] = rt.now()
-
-    def prestage() -> Any:
-        buffers = yield rt.stage("prestage", mine, 0)
-        took["prestage"] = rt.now()
-        rt.free(buffers)
-
-    if with_b_g2:
-        rt.spawn(b_g2(), "b_g2_msm", worker=Worker(0, 0).name)
-    rt.spawn(prestage(), "prestage", worker=Worker(0, 1).name)
-    rt.env.run()
-    return took
 
 
 def predicted(profile: Any, n: int) -> dict[str, float]:
     """The model's means over SEEDS runs: prestage alone, prestage and b_g2_msm together."""
-    alone = [scene(profile, n, s, False)["prestage"] for s in range(SEEDS)]
-    both = [scene(profile, n, s, True) for s in range(SEEDS)]
+    # copier_ab's scene: the next worker's prestage, with or without b_g2_msm started with it
+    alone = [scene(profile, n, s, with_g2=False, beside=False)["prestage"] for s in range(SEEDS)]
+    both = [scene(profile, n, s, with_g2=True, beside=False) for s in range(SEEDS)]
     return {
         "prestage alone": statistics.mean(alone),
         "prestage beside b_g2_msm": statistics.mean(r["prestage"] for r in both),

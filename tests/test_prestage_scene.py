@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import load_experiment, tiny_profile
 
+load_experiment("copier_ab")  # the model's scenes of two workers, which prestage_scene plays
 scene = load_experiment("prestage_scene")
 
 
