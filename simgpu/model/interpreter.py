@@ -4,7 +4,8 @@ Like a stage manager reading cues off a script, it walks the stage's `StagePlan`
 (simgpu.profile.resolve) step by step: each ALLOC books bytes in the VRAM or host ledger
 (raising VramExhausted / HostRamExhausted at the step that does not fit), each WORK
 spends a phase's time through the fluid share of contended resources, each STAGE uploads
-a phase's staging over the link, each FREE gives bytes back.  Whatever the
+an array of a phase's staging over the link (pinned copies in turn: on_link), each FREE
+gives bytes back.  Whatever the
 stage booked is given back if it fails half way, so an OOM in one stage never strands
 bytes in a ledger.
 """
@@ -47,6 +48,9 @@ class StageHost(Protocol):
     #: the driver's page-locking desk (a simpy.Resource of capacity 1): one lock or
     #: unlock at a time (pin_pause)
     pin_desk: Any
+    #: per device, its copy lane (a simpy.Resource of capacity 1): the pinned uploads
+    #: the workers queue on the one stream, one after another (on_link)
+    copy_lanes: list[Any]
 
     def now(self) -> float: ...
 
@@ -113,6 +117,13 @@ def run_stage(
     pins = rt.resolved.pins
     locks = unlocks = False  # whether this stage page-locks / unlocks the uploaded buffers
     phased = rt.record_phases and len(st.phases) > 1
+    # the lane this stage's pinned uploads queue in, where the prover sends every pinned
+    # copy down the one stream (Resolved.upload_gpu); and the stage whose work is one
+    # upload queued at once, where its inputs are page-locked where they lie ([pins]):
+    # packed through staging blocks instead, its copies leave a block at a time
+    lane = rt.copy_lanes[device] if device is not None and rt.resolved.upload_gpu is not None else None
+    upload = rt.resolved.upload_stage
+    uploader = upload.name if upload is not None and rt.resolved.pins is not None else None
     try:
         for step in plan.steps:
             if step.op == ALLOC:
@@ -158,7 +169,7 @@ def run_stage(
                 on_stream = None if pageable else rt.resolved.upload_gpu
                 work, uses = hostmem.link_upload(step.nbytes, gbps, device, on_stream)
                 what = "pageable upload" if pageable else "staging upload"
-                yield rt.fluid.submit(work * noise, uses, f"{name}: {what}")
+                yield from on_link(rt, None if pageable else lane, work * noise, uses, f"{name}: {what}")
             elif step.op == WORK:
                 ph = step.phase
                 assert ph is not None
@@ -166,7 +177,8 @@ def run_stage(
                 if phased and own:
                     rt._emit("phase_start", rec_ctx, {"stage": name, "phase": ph.name})
                 what = f"{name}.{ph.name}" if own else f"{name}: {step.stage} {ph.name}"
-                yield rt.fluid.submit(ph.seconds * noise, rt.uses_of(step.stage, ph, device), what)
+                queue = lane if step.stage == uploader else None
+                yield from on_link(rt, queue, ph.seconds * noise, rt.uses_of(step.stage, ph, device), what)
                 if phased and own:
                     rt._emit("phase_end", rec_ctx, {"stage": name, "phase": ph.name})
     except OutOfMemory as e:
@@ -203,6 +215,32 @@ def run_stage(
     end = {"stage": name, "on": st.on, "device": device, "seconds": rt.now() - start}
     rt._emit("stage_end", rec_ctx, end)
     return out
+
+
+def on_link(rt: StageHost, lane: Any, work: float, uses: tuple, what: str) -> Proc:
+    """Run an upload's `work` through the fluid share, in `lane`'s turn (None: at once).
+
+    Like lorries at a single-lane toll gate, the pinned copies that the workers queue on
+    the one stream cross in the order they were queued, each whole: a prestage queued
+    just after another worker's first staging array waits for that array to cross, then
+    takes the link alone, where sharing the link would have slowed both from the start.
+    On the forty-third lease's traces (docs/data/h100-2026-12-06p, experiments/
+    stream_timeline.py) a prestage waited 3.5 ms behind the other worker's first
+    b_g2_msm array (about 200 MB, queued 0.1-0.9 ms before it), then its own 7.3 ms of
+    copies ran unbroken.  Who queues in it: each array of a phase's staging, and the
+    prestage whole where a, b, c are page-locked where they lie ([pins]: its thread
+    queues their copies in 0.5 ms).  Packed through staging blocks (no [pins]), a
+    prestage's copies leave one block at a time as the packers fill them, between
+    other copies: it shares the link instead (the twenty-sixth lease's H200 grid, whose
+    prestage packed for 55 ms, reads 4.5% / 10.0% so and 7.3% / 13.7% holding the lane
+    whole).  The lane orders copies among themselves only: the kernels on the stream
+    still share it by the device's law (model.contention)."""
+    if lane is None:
+        yield rt.fluid.submit(work, uses, what)
+        return
+    with lane.request() as turn:
+        yield turn
+        yield rt.fluid.submit(work, uses, what)
 
 
 def pin_pause(

@@ -70,6 +70,17 @@ def link_seconds(nbytes: int, gbps: float) -> float:
     return nbytes / (gbps * GB)
 
 
+def array_bytes(nbytes: int, parts: tuple[float, ...]) -> tuple[int, ...]:
+    """A buffer of `nbytes` cut into the arrays `parts` gives the fractions of (empty:
+    one array), in whole bytes that add up to `nbytes`."""
+    if len(parts) < 2:
+        return (nbytes,)
+    total = sum(parts)
+    cuts = [round(nbytes * sum(parts[: i + 1]) / total) for i in range(len(parts))]
+    cuts[-1] = nbytes
+    return tuple(b - a for a, b in zip([0, *cuts[:-1]], cuts, strict=True) if b > a)
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """One thing a stage does, in order.  ALLOC books `nbytes` of `buffer` in the `pool`
@@ -78,9 +89,9 @@ class Step:
     HOST_RELEASE frees one of the partition's host buffers (synthesis output, by name);
     WORK spends `phase`'s time (`stage` says whose phase: the producer's, when this stage
     must do an input's upload itself); COPY moves `nbytes` from pageable host memory to
-    the device (inputs nobody pre-staged from a pinned buffer); STAGE uploads a phase's
-    staging, `nbytes` from pinned memory over the link, before the phase's transients
-    are allocated.  A device ALLOC's `parts` are the fractions the prover cuts the
+    the device (inputs nobody pre-staged from a pinned buffer); STAGE uploads one array
+    of a phase's staging, `nbytes` from pinned memory over the link, before the phase's
+    transients are allocated.  A device ALLOC's `parts` are the fractions the prover cuts the
     buffer into ([buffer_arrays]; empty: one array), for a caching pool; `whole`: they
     are one call's temporaries, which the prover repeats whole after a refusal (a
     phase's transients: simgpu.prover.cupy_device._guarded), where other buffers'
@@ -269,7 +280,14 @@ class Resolved:
                 # phase's measured time, so its work is what is left of it.
                 staged = sum(size for _, size in ph.staging)
                 steps += [vram(b, size) for b, size in ph.staging]
-                steps.append(Step(STAGE, "vram", nbytes=staged, stage=name))
+                # one upload per array, as the prover queues them (each its own copy,
+                # with the next array's allocation between): another worker's copies
+                # can take the link between two of them (model.interpreter's copy lane)
+                steps += [
+                    Step(STAGE, "vram", nbytes=part, stage=name)
+                    for b, size in ph.staging
+                    for part in array_bytes(size, arrays.get(b, ()))
+                ]
                 work = replace(ph, seconds=max(0.0, ph.seconds - self.staging_seconds(staged)))
             steps += [vram(b, size, whole=True) for b, size in ph.transient]
             steps.append(Step(WORK, phase=work, stage=name))
