@@ -8,6 +8,9 @@
 #           cap, then L-R (2^20, and 2^21 off the ladder).
 #   call 3 (what is left): A-G again (repeats), then A-G with the collector as usual
 #           (SIMGPU_GC_AS_USUAL) beside A-G frozen.
+#   As run (an H200 came; docs/data/h200-2026-12-06r/README.md): calls 1 and 2 as above,
+#   then three calls given inline with lease_lib.sh's steps, the grid being faster than
+#   planned: H-K, P, L-R a second and third time, A-G as usual then frozen twice.
 # On an H100 (issue #19 item 4, the stalls left): device_lease46.sh's call 3 (B traced with
 #   the collector's passes noted; A-G frozen, as usual, frozen again), on the forty-sixth
 #   lease's profile carried as out/h100-cupy-key.toml; call 2: the GPU tests, then the
