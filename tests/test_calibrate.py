@@ -677,9 +677,12 @@ def test_a_loads_rounds_count_by_their_share_inside_the_window() -> None:
 def test_refit_uses_gives_back_the_uses_calibrate_fitted() -> None:
     """The shipped h200-cupy keeps its contention runs ([calibration.contention], the
     device-queue and pressure pairs): fitted again from them, every stage's uses are
-    the ones calibrate wrote (to the last digit the stored pairs' rounding leaves)."""
+    the ones calibrate wrote (to the last digit the stored pairs' rounding leaves: they
+    are kept to the microsecond, so a 7.9 ms prestage's ratio carries a few 1e-4)."""
     import copy
     import tomllib
+
+    ROUNDING = 5e-4
 
     from simgpu.calibrate.refit import contention_of, refit_uses
 
@@ -691,11 +694,15 @@ def test_refit_uses_gives_back_the_uses_calibrate_fitted() -> None:
         want, got = entry.get("uses", {}), again["stages"][stage].get("uses", {})
         assert set(got) == set(want), stage
         for res, use in want.items():
-            if isinstance(use["bound"], dict):  # a law over sizes, not refitted from pairs
-                assert got[res] == use, (stage, res)
+            if isinstance(use["bound"], dict):  # a law over sizes, refitted from its pairs
+                assert got[res]["demand"] == use["demand"], (stage, res)
+                want_pts, got_pts = use["bound"]["points"], got[res]["bound"]["points"]
+                assert [n for n, _ in got_pts] == [n for n, _ in want_pts], (stage, res)
+                for (_, w), (_, g) in zip(want_pts, got_pts, strict=True):
+                    assert g == pytest.approx(w, abs=ROUNDING), (stage, res)
                 continue
             assert got[res]["demand"] == pytest.approx(use["demand"], rel=1e-3), (stage, res)
-            assert got[res]["bound"] == pytest.approx(use["bound"], abs=2e-4), (stage, res)
+            assert got[res]["bound"] == pytest.approx(use["bound"], abs=ROUNDING), (stage, res)
 
 
 def test_refit_uses_refuses_a_profile_without_contention_runs() -> None:
@@ -870,6 +877,9 @@ def test_the_gil_fit_is_asked_for_and_sits_beside_the_shares() -> None:
     doc = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
     assert doc["calibration"]["contention"]["gil"]  # the shipped calibration recorded them
     del doc["calibration"]["contention"]["gil"]
+    # one contention size, so that each fit is one number (the shipped one also ran at
+    # 2^20, and its uses are laws over the two sizes)
+    doc["calibration"].pop("contention_at", None)
     with pytest.raises(UserError, match="no gil runs"):
         refit_uses(doc, gil=True)
     gpu_before = doc["stages"]["kernels"]["uses"]["gpu"]["bound"]
@@ -881,7 +891,8 @@ def test_the_gil_fit_is_asked_for_and_sits_beside_the_shares() -> None:
     uses = doc["stages"]["kernels"]["uses"]
     p = uses["pressure"]["bound"]
     assert uses["gil"]["demand"] == 0.0
-    assert uses["gil"]["bound"] == pytest.approx((0.072 / (1 + p / 16) - 0.040) / 0.005 / 40, abs=1e-4)
+    wait = doc["calibration"]["contention"]["gil_loop_wait"]  # the continuous thread's, as timed
+    assert uses["gil"]["bound"] == pytest.approx((0.072 / (1 + p / 16) - 0.040) / wait / 40, abs=1e-4)
     assert uses["gpu"]["bound"] == gpu_before
 
 
@@ -894,8 +905,11 @@ def test_the_shipped_profiles_result_channel_is_what_its_stored_trips_say() -> N
     doc = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
     (transfer,) = [ph for ph in doc["stages"]["synthesis"]["phases"] if ph["name"] == "transfer"]
     assert transfer["uses"]["driver_rx"] == result_channel_use(doc)
-    # and beside it only the pressure of the trip timed beside a load of syntheses
-    assert set(transfer["uses"]) == {"driver_rx", "pressure"}
+    # and beside it the pressure of the trip timed beside a load of syntheses, and the
+    # result itself on its way back (handoff: demand 1, bound 0, it slows the driver's
+    # stages, not itself)
+    assert set(transfer["uses"]) == {"driver_rx", "pressure", "handoff"}
+    assert transfer["uses"]["handoff"] == {"demand": 1.0, "bound": 0.0}
     assert "synthesis.transfer" in doc["calibration"]["pressure"]
     # at 2^22 a result holds the reader for about a tenth of its trip
     points = dict(transfer["uses"]["driver_rx"]["bound"]["points"])
@@ -931,16 +945,17 @@ def test_the_exclusive_reading_gives_the_stream_to_whatever_of_a_stage_is_on_it(
 
 
 def test_the_shipped_h200_profile_is_its_lease_calibration_as_calibrate_wrote_it() -> None:
-    """h200-cupy is the twenty-sixth lease's calibration (kept in docs/data), nothing
+    """h200-cupy is the forty-seventh lease's calibration (kept in docs/data), nothing
     changed but its name: the kernels timed both with and without the phase clock's
     syncs at every size, the device read exclusively, the buffers at every size of the
-    ladder, the G2 MSM's arrays sized by the key."""
+    ladder, the G2 MSM's arrays sized by the key, a, b and c page-locked ([pins])."""
     import tomllib
 
     shipped = tomllib.loads((ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").read_text())
     lease = tomllib.loads(
-        (ROOT / "docs" / "data" / "h200-2026-12-05e" / "call1" / "h200-cupy-key.toml").read_text()
+        (ROOT / "docs" / "data" / "h200-2026-12-06r" / "call1" / "h200-cupy-key.toml").read_text()
     )
+    assert shipped["calibration"]["abc_upload"] == "pinned" and "lock_pressure" in shipped["pins"]
     assert shipped["profile"].pop("name") == "h200-cupy"
     assert lease["profile"].pop("name") == "h200-cupy-key"
     assert shipped == lease
@@ -952,12 +967,13 @@ def test_the_shipped_h200_profile_is_its_lease_calibration_as_calibrate_wrote_it
     # and the kernels unsynced at every size, which the phases' laws carry
     sizes = shipped["calibration"]["measurements"]
     assert all("kernels_unsynced" in sizes[f"n{n}"] for n in shipped["calibration"]["sizes"])
-    # (at 2^18 the syncs cost 8% of the stage: 34.9 ms synced, 32.2 unsynced)
+    # (at 2^18 the syncs cost a few percent of the stage: 28.9 ms synced, 28.1 unsynced
+    # here; 34.9 and 32.2 on the twenty-sixth lease)
     kernels = load_profile(ROOT / "simgpu" / "profile" / "profiles" / "h200-cupy.toml").resolve(1 << 18)
     total = sum(ph.seconds for ph in kernels.stages["kernels"].phases)
     at = sizes["n262144"]
     assert total == pytest.approx(statistics.median(at["kernels_unsynced"]), rel=0.03)
-    assert total < 0.95 * statistics.median(at["kernels"])
+    assert total < statistics.median(at["kernels"])
 
 
 def test_a_stage_alone_is_read_over_every_reading_calibrate_took_of_it() -> None:

@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT, load_experiment
 
 gpu_validation = load_experiment("gpu_validation")
-GRID = ROOT / "docs" / "data" / "h200-2026-12-05e" / "call1" / "grid-A-G.json"
+GRID = ROOT / "docs" / "data" / "h200-2026-12-06r" / "call1" / "grid-A-G.json.gz"
 
 
 def predict(monkeypatch, tmp_path, *args: str) -> str:
@@ -138,6 +138,6 @@ def test_a_profile_and_runs_that_uploaded_a_b_c_differently_are_told_apart():
     assert "the runs mixed" in note("pinned", [*pinned, {"abc_uploads": {"pinned": 0, "staged": 3}}])
 
 
-def test_the_stored_grid_is_read_as_the_staged_prover_it_was(monkeypatch, tmp_path):
-    # the shipped profile and its grid both predate the pins: no note
+def test_the_stored_grid_is_read_as_the_pinned_prover_it_was(monkeypatch, tmp_path):
+    # the shipped profile and its lease's grid both pinned a, b and c: no note
     assert "measured a, b and c" not in predict(monkeypatch, tmp_path, "--only", "B")

@@ -216,6 +216,6 @@ def test_the_profile_says_how_an_upload_shares_the_device_where_prestage_leans_o
     assert (got.demand, got.bound) == (1.0, 0.3)
     assert tiny_profile().resolve(1024).upload_gpu is None
     h200 = load_profile(find_profile("h200-cupy"))
-    assert h200.resolve(1 << 22).upload_gpu.bound == pytest.approx(0.1662)
+    assert h200.resolve(1 << 22).upload_gpu.bound == pytest.approx(0.421)
     seed = load_profile(find_profile("seed-rtx5070ti"))
     assert seed.resolve(seed.workload().constraints).upload_gpu is None

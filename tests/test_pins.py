@@ -39,6 +39,8 @@ def _doc(upload: str | None = "pinned", pins: dict | None = MEASURED) -> dict:
         doc["calibration"]["abc_upload"] = upload
     if pins is not None:
         doc["pins"] = dict(pins)
+    else:
+        doc.pop("pins", None)
     return doc
 
 

@@ -287,7 +287,9 @@ def test_the_prover_is_set_up_as_its_profile_was_calibrated() -> None:
     """ProverSettings.as_calibrated: where b_g2_msm ran and over how many cores, the
     circuit and how the G2 MSM sized its arrays come from the profile's [calibration];
     what the caller gives wins, and a profile that does not say leaves the defaults."""
-    from simgpu.profile import find_profile, load_profile
+    import tomllib
+
+    from simgpu.profile import find_profile, load_profile, profile_from_dict
     from simgpu.real.executor import ProverSettings
 
     shipped = ProverSettings.as_calibrated(load_profile(find_profile("h200-cupy")), backend="cpu")
@@ -298,8 +300,13 @@ def test_the_prover_is_set_up_as_its_profile_was_calibrated() -> None:
     )
     seed = ProverSettings.as_calibrated(load_profile(find_profile("seed-rtx5070ti")))
     assert seed == ProverSettings()  # the seed was not calibrated: nothing to carry
-    # a, b, c: the shipped profile predates their pins, so its runs stage them as it did
-    assert shipped.abc_upload == "staged" and seed.abc_upload == "pinned"
+    # a, b, c: pinned where they land, as the shipped profile's prover did
+    assert shipped.abc_upload == "pinned" and seed.abc_upload == "pinned"
+    older = tomllib.loads(
+        (ROOT / "docs" / "data" / "h200-2026-12-05e" / "call1" / "h200-cupy-key.toml").read_text()
+    )
+    # the twenty-sixth lease's calibration predates the pins: its runs stage them as it did
+    assert ProverSettings.as_calibrated(profile_from_dict(older)).abc_upload == "staged"
 
 
 def test_a_run_uploads_a_b_c_the_way_its_profile_measured():
@@ -316,7 +323,7 @@ def test_a_run_uploads_a_b_c_the_way_its_profile_measured():
     for recorded, run in (("pinned", "pinned"), ("staged", "staged"), ("mixed", "pinned")):
         prof = profile_from_dict(doc | {"calibration": doc["calibration"] | {"abc_upload": recorded}})
         assert ProverSettings.as_calibrated(prof).abc_upload == run, recorded
-    assert load_profile(find_profile("h200-cupy")).calibrated_abc_upload == "staged"
+    assert load_profile(find_profile("h200-cupy")).calibrated_abc_upload == "pinned"
     with pytest.raises(UserError, match="--abc-upload 'banana': must be pinned or staged"):
         ProverSettings(backend="cpu", abc_upload="banana").check(1 << 10)
     r = CliRunner().invoke(app, ["run", "--backend", "cpu", "--abc-upload", "banana"])
