@@ -5,9 +5,8 @@ Like a stage manager reading cues off a script, it walks the stage's `StagePlan`
 (raising VramExhausted / HostRamExhausted at the step that does not fit), each WORK
 spends a phase's time through the fluid share of contended resources, each STAGE uploads
 an array of a phase's staging over the link (pinned copies in turn: on_link), each FREE
-gives bytes back.  Whatever the
-stage booked is given back if it fails half way, so an OOM in one stage never strands
-bytes in a ledger.
+gives bytes back.  Whatever the stage booked is given back if it fails half way, so an
+OOM in one stage never strands bytes in a ledger.
 """
 
 from __future__ import annotations
@@ -231,10 +230,10 @@ def on_link(rt: StageHost, lane: Any, work: float, uses: tuple, what: str) -> Pr
     prestage whole where a, b, c are page-locked where they lie ([pins]: its thread
     queues their copies in 0.5 ms).  Packed through staging blocks (no [pins]), a
     prestage's copies leave one block at a time as the packers fill them, between
-    other copies: it shares the link instead (the twenty-sixth lease's H200 grid, whose
-    prestage packed for 55 ms, reads 4.5% / 10.0% so and 7.3% / 13.7% holding the lane
-    whole).  The lane orders copies among themselves only: the kernels on the stream
-    still share it by the device's law (model.contention)."""
+    other copies: it shares the link instead (on the twenty-sixth lease's H200 grid,
+    whose prestage packed for 55 ms, sharing reads 4.5% / 10.0%, holding the lane whole
+    7.3% / 13.7%).  The lane orders copies among themselves only: the kernels on the
+    stream still share it by the device's law (model.contention)."""
     if lane is None:
         yield rt.fluid.submit(work, uses, what)
         return
