@@ -111,7 +111,8 @@ class SimRuntime(RuntimeBase):
         )
         self.pin_stalls: list[tuple[float, float]] = []  # model.interpreter.pin_pause
         self.pin_desk = simpy.Resource(self.env, capacity=1)  # model.interpreter.pin_pause
-        self.copy_lanes = [simpy.Resource(self.env, capacity=1) for _ in range(config.devices)]  # on_link
+        # per device, the pinned copies' turns on its stream (model.interpreter.on_link)
+        self.copy_lanes = [simpy.Resource(self.env, capacity=1) for _ in range(config.devices)]
         self.rng = random.Random(seed)
         self._ctx: dict[simpy.Process, dict[str, Any]] = {}
         self._names: dict[simpy.Process, str] = {}
