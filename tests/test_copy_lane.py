@@ -49,23 +49,23 @@ def profile(prestage_uses=PRESTAGE_USES, pins=FREE_PINS):
     )
 
 
-def scene(prof, prestage_at: float = 0.05) -> dict[str, tuple[float, float]]:
-    """b_g2_msm started at 0, prestage at `prestage_at`, both on device 0: their spans."""
+def scene(prof, prestage_at: float = 0.05, prestage_device: int = 0) -> dict[str, tuple[float, float]]:
+    """b_g2_msm started at 0 on device 0, prestage at `prestage_at` on `prestage_device`:
+    their spans."""
     wl = prof.workload()
-    rt = SimRuntime(
-        prof, PipelineConfig().with_overrides(proofs=1, concurrency=1), Workload(wl.name, 2, 1024)
-    )
+    cfg = PipelineConfig().with_overrides(proofs=1, concurrency=1, devices=prestage_device + 1)
+    rt = SimRuntime(prof, cfg, Workload(wl.name, 2, 1024))
     proof = Proof(0, 2, 1024)
     spans: dict[str, tuple[float, float]] = {}
 
-    def run(name: str, at: float, index: int):
+    def run(name: str, at: float, index: int, device: int):
         yield rt.env.timeout(at)
         start = rt.env.now
-        yield rt.stage(name, Partition(proof, index, 1024), 0)
+        yield rt.stage(name, Partition(proof, index, 1024), device)
         spans[name] = (start, rt.env.now)
 
-    rt.env.process(run("b_g2_msm", 0.0, 0))
-    rt.env.process(run("prestage", prestage_at, 1))
+    rt.env.process(run("b_g2_msm", 0.0, 0, 0))
+    rt.env.process(run("prestage", prestage_at, 1, prestage_device))
     rt.env.run()
     return spans
 
@@ -118,3 +118,11 @@ def test_a_prestage_that_packs_its_copies_block_by_block_shares_the_link():
     spans = scene(profile(pins=None))
     assert spans["prestage"] == pytest.approx((0.05, 0.47))
     assert spans["b_g2_msm"] == pytest.approx((0.0, 0.71))
+
+
+def test_each_device_has_its_own_lane():
+    """The prestage on a second device queues behind nothing the first one carries: it
+    takes its 0.25 s at once (0.05-0.30), and b_g2_msm on the first runs alone (0-0.5)."""
+    spans = scene(profile(), prestage_device=1)
+    assert spans["prestage"] == pytest.approx((0.05, 0.30))
+    assert spans["b_g2_msm"] == pytest.approx((0.0, 0.5))
