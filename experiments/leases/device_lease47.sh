@@ -11,14 +11,17 @@
 #   As run (an H200 came; docs/data/h200-2026-12-06r/README.md): calls 1 and 2 as above,
 #   then three calls given inline with lease_lib.sh's steps, the grid being faster than
 #   planned: H-K, P, L-R a second and third time, A-G as usual then frozen twice.
-# On an H100 (issue #19 item 4, the stalls left): device_lease46.sh's call 3 (B traced with
-#   the collector's passes noted; A-G frozen, as usual, frozen again), on the forty-sixth
-#   lease's profile carried as out/h100-cupy-key.toml; call 2: the GPU tests, then the
+# On an H100 (issue #19 item 4, the stalls left): call 1 is device_lease46.sh 3 (B traced
+#   with the collector's passes noted; A-G frozen, as usual, frozen again), on the
+#   forty-sixth lease's profile carried as out/h100-cupy-key.toml; call 2: the GPU tests, then the
 #   capped group's J again (3 of 3 lost where the model gives 0.00).
 # Carry .whl, out/cubins.txz (and out/h100-cupy-key.toml); `bash experiments/leases/aside.sh
 # out lean gpu` before each call, `in` after.
 #
 #   bash experiments/leases/device_lease47.sh 1|2|3 [END]
+if [ "${1:-}" = 1 ] && nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q H100; then
+  exec bash "$(dirname "$0")/device_lease46.sh" 3 "${2:-560}"  # an H100's call 1: the collector's A/B
+fi
 source "$(dirname "$0")/lease_lib.sh"
 lease_start lease47 "${1:?which call: 1, 2 or 3}" "${2:-560}"
 lease_watch
@@ -45,15 +48,6 @@ case "$PROFILE:$CALL" in
   *h200*:3)
     lease_validate "$(until_ $((SECONDS + 130)))" grid-A-G-2 2176 --only A B C D E F G
     SIMGPU_GC_AS_USUAL=1 lease_validate "$(until_ "$END")" grid-A-G-usual 2176 --only A B C D E F G
-    ;;
-  *:1)
-    [ -f "$PROFILE" ] || cp out/h100-cupy-key.toml "$PROFILE"
-    lease_validate "$(until_ $((SECONDS + 130)))" traced-B-gc 2176 --only B --kernel-trace B --py-sample 0.001
-    lease_validate "$(until_ $((SECONDS + 100)))" traced-B-staged-gc 2176 --only B --abc-upload staged \
-      --kernel-trace B --py-sample 0.001
-    lease_validate "$(until_ $((SECONDS + 100)))" grid-A-G-frozen 2176 --only A B C D E F G
-    SIMGPU_GC_AS_USUAL=1 lease_validate "$(until_ $((SECONDS + 100)))" grid-A-G-usual 2176 --only A B C D E F G
-    lease_validate "$(until_ "$END")" grid-A-G-frozen2 2176 --only A B C D E F G
     ;;
   *:2)
     gpu_tests 100
