@@ -20,6 +20,10 @@ nothing but the stage, so the opening size is what tells its calls apart.
 prestage's first allocation, reached each kernels phase (the phase asks for its buffers
 when the worker's host side gets there, which on one in-order stream is after its
 prestage's copy, and whatever was queued before it, has run).
+
+``--model PROFILE`` puts the model beside the card: each configuration of the records
+run ``--runs`` times in the model, and the same two readings taken from the model's
+allocations (simgpu.ledger.Ledger.watch; a buffer's arrays are asked together there).
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ from __future__ import annotations
 import argparse
 import statistics
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MiB = 1 << 20
 
@@ -113,6 +118,8 @@ def main() -> None:
     ap.add_argument("records", nargs="+", help="validation records (.json or .json.gz) with alloc_trace")
     ap.add_argument("--stage", default="b_g2_msm")
     ap.add_argument("--bytes", type=int, help="the request to time (default: the size refused most often)")
+    ap.add_argument("--model", help="a profile: the same readings from the model's runs of each one")
+    ap.add_argument("--runs", type=int, default=40, help="with --model: runs of each configuration")
     ap.add_argument(
         "--cycles",
         action="store_true",
@@ -122,6 +129,9 @@ def main() -> None:
     from gpu_validation import read_runs  # beside this script
 
     runs = [(path, r) for path in map(Path, args.records) for r in read_runs(path) if r.get("alloc_trace")]
+    if args.model:
+        print_model(args.model, [r for _, r in runs], args.stage, args.runs)
+        return
     if args.cycles:
         print_cycles([r for _, r in runs])
         return
@@ -168,6 +178,109 @@ def print_cycles(runs: list[dict]) -> None:
             xs = [1e3 * c.phases[p] for c in cs if p in c.phases]
             cells.append(f"{statistics.median(xs):.1f}" if xs else "-")
         print(f"| {label} | {'yes' if oom else 'no'} | {len(cs)} | " + " | ".join(cells) + " |")
+
+
+@dataclass
+class ModelReading:
+    """A configuration's runs in the model: how many ran out of VRAM, each call of the
+    stage from its first allocation to its temporaries, each cycle's phases."""
+
+    runs: int = 0
+    out_of_memory: int = 0
+    delays: list[float] = field(default_factory=list)
+    cycles: list[dict[str, float]] = field(default_factory=list)
+
+
+def model_reading(profile: Any, run: dict, stage: str, runs: int) -> ModelReading:
+    """The model's runs of the record `run`'s configuration, read as the card's trace is:
+    `stage`'s calls (from its first allocation to its temporaries, the buffer named after
+    it) and every GPU worker's cycle (from its prestage's first allocation to each kernels
+    phase's first)."""
+    from gpu_validation import config_of
+
+    from simgpu.config import Workload
+    from simgpu.model.sim import SimRuntime
+    from simgpu.report.metrics import summarize
+    from simgpu.sched.registry import resolve_design
+
+    base = profile.workload(profile.default_workload)
+    wl = Workload(base.name, base.partitions, int(run["constraints"]))
+    ns = argparse.Namespace(
+        proofs=int(run.get("proofs", 6)), partition_workers=int(run.get("partition_workers", 8))
+    )
+    cfg = config_of(ns, int(run["gpu_workers"]), int(run["concurrency"]), run["vram_cap"])
+    resolved = profile.resolve(wl.constraints)
+    phase_of = {
+        b: ph.name for ph in resolved.stages["kernels"].phases for b, _ in (*ph.staging, *ph.transient)
+    }
+    out = ModelReading()
+    design = resolve_design(run["design"]).fn
+    for seed in range(runs):
+        rt = SimRuntime(profile, cfg, wl, seed=seed)
+        seen: list[Any] = []
+        for ledger in rt.vram:
+            ledger.watch = seen.append
+        out.runs += 1
+        out.out_of_memory += bool(summarize(rt.run(design)).oom_events)
+        opened: dict[str, float] = {}
+        cycle: dict[str, tuple[float, dict[str, float]]] = {}
+        for a in seen:
+            if a.stage == stage:
+                if a.tag == stage and a.worker in opened:
+                    out.delays.append(a.t - opened.pop(a.worker))
+                elif a.tag != stage:
+                    opened.setdefault(a.worker, a.t)
+            elif a.stage == "prestage":
+                c = cycle.get(a.worker)
+                if c is None or c[1]:
+                    if c is not None:
+                        out.cycles.append(c[1])
+                    cycle[a.worker] = (a.t, {})
+            elif a.stage == "kernels" and a.worker in cycle and a.tag in phase_of:
+                start, phases = cycle[a.worker]
+                phases.setdefault(phase_of[a.tag], a.t - start)
+        out.cycles.extend(c for _, c in cycle.values() if c)
+    return out
+
+
+def print_model(path: str, runs: list[dict], stage: str, n: int) -> None:
+    """The card's readings (pooled by configuration) beside the model's, configuration by
+    configuration."""
+    from simgpu.profile.schema import load_profile
+
+    profile = load_profile(path)
+    by_label: dict[str, list[dict]] = {}
+    for r in runs:
+        by_label.setdefault(r["label"], []).append(r)
+    print(f"The card's runs beside {n} of the model's (`{profile.name}`), each configuration:\n")
+    print(
+        f"| cfg | runs out of memory: card / model | {stage}, first allocation to temporaries, ms: "
+        "card / model (median, p90) | prestage to each kernels phase, median ms: card / model |"
+    )
+    print("|---|---|---|---|")
+    for label, rs in sorted(by_label.items()):
+        target = refused_size(rs, stage)
+        card_delays = [c.delay_s for r in rs for c in calls(r["alloc_trace"], stage, target or -1)]
+        card_cycles = [c.phases for r in rs for c in cycles(r["alloc_trace"])]
+        m = model_reading(profile, rs[0], stage, n)
+        card_oom = sum(bool(r["measured"]["oom_events"]) for r in rs)
+
+        def spread(xs: list[float]) -> str:
+            if not xs:
+                return "-"
+            xs = sorted(1e3 * x for x in xs)
+            return f"{statistics.median(xs):.1f}, {xs[int(0.9 * (len(xs) - 1))]:.1f}"
+
+        names = list(dict.fromkeys(p for c in m.cycles for p in c))
+        phases = []
+        for p in names:
+            card = [c[p] for c in card_cycles if p in c]
+            model = [c[p] for c in m.cycles if p in c]
+            phases.append(f"{p} {spread(card).split(',')[0]} / {spread(model).split(',')[0]}")
+        print(
+            f"| {label} | {card_oom} of {len(rs)} / {m.out_of_memory} of {m.runs} | "
+            f"{spread(card_delays)} / {spread(m.delays)} | {'; '.join(phases)} |"
+        )
 
 
 if __name__ == "__main__":

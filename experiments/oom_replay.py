@@ -15,6 +15,11 @@ and contention off (the card's spans hold their contention already).
 For each configuration: the OOM events of the replay, and of the model's own prediction
 (its timing), for one seed each.  A stage of a partition the real run never ran (a lost
 proof) keeps the model's time.
+
+Which stage's times decide it: ``--stages S...`` takes only those stages' spans from the
+card (and takes them out of the sharing; the rest run as the model runs them);
+``--model-stages S...`` the other way round, every stage's span from the card but those,
+which keep the model's own time alone (contention off throughout).
 """
 
 from __future__ import annotations
@@ -36,14 +41,18 @@ from simgpu.report.metrics import summarize
 from simgpu.sched.registry import resolve_design
 
 
-def without_contention(doc: dict[str, Any]) -> dict[str, Any]:
-    """The profile with no stage leaning on a shared resource: every job at full speed."""
+def without_contention(doc: dict[str, Any], stages: set[str] | None = None) -> dict[str, Any]:
+    """The profile with no stage (or none of `stages`) leaning on a shared resource: those
+    stages' jobs at full speed, the others sharing as the model shares them."""
     doc = copy.deepcopy(doc)
-    for st in doc["stages"].values():
+    for name, st in doc["stages"].items():
+        if stages is not None and name not in stages:
+            continue
         st.pop("uses", None)
         for ph in st.get("phases", []):
             ph.pop("uses", None)
-    doc.pop("contention", None)
+    if stages is None:
+        doc.pop("contention", None)
     return doc
 
 
@@ -51,9 +60,12 @@ class ReplayRuntime(SimRuntime):
     """The model's runtime with each stage of a partition as long as the card's: its
     noise factor is the real span over the stage's unloaded time."""
 
-    def __init__(self, *args: Any, real: dict[tuple[int, int, str], float], **kw: Any) -> None:
+    def __init__(
+        self, *args: Any, real: dict[tuple[int, int, str], float], stages: set[str] | None = None, **kw: Any
+    ) -> None:
         super().__init__(*args, **kw)
         self._real = real
+        self._stages = stages
         self._part_of: dict[Any, Any] = {}
         self.replayed = 0
 
@@ -77,7 +89,7 @@ class ReplayRuntime(SimRuntime):
 
     def stage_noise(self, stage: str) -> float:
         got = self._part_of.get(self.env.active_process)
-        if got is not None:
+        if got is not None and (self._stages is None or stage in self._stages):
             part, inputs = got
             real = self._real.get((part.proof.id, part.index, stage))
             unloaded = self._unloaded(stage, inputs)
@@ -89,18 +101,34 @@ class ReplayRuntime(SimRuntime):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("json", help="a validation record (gpu_validation measure --json)")
+    ap.add_argument("json", nargs="+", help="validation records (gpu_validation measure --json)")
     ap.add_argument("--profile", required=True)
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument(
+        "--stages",
+        nargs="*",
+        default=None,
+        help="take only these stages' spans from the card; the others keep the model's timing and contention",
+    )
+    ap.add_argument(
+        "--model-stages",
+        nargs="*",
+        default=None,
+        help="the other way round: every stage from the card but these, which keep the model's unloaded time "
+        "and noise (contention off for all)",
+    )
     ap.add_argument("--proofs", type=int, default=6)
     ap.add_argument("--partition-workers", type=int, default=8)
     args = ap.parse_args()
     doc = tomllib.loads(Path(args.profile).read_text())
-    quiet = profile_from_dict(without_contention(doc))
+    stages = set(args.stages) if args.stages else None
+    quiet = profile_from_dict(without_contention(doc, stages))
+    if args.model_stages:
+        stages = set(doc["stages"]) - set(args.model_stages)
     full = profile_from_dict(doc)
     print("| cfg | run | real: completed, OOM | replay, the card's timing: OOM | model: OOM |")
     print("|---|---:|---|---:|---:|")
-    for r in read_runs(args.json):
+    for r in (r for path in args.json for r in read_runs(path)):
         if args.only and r["label"] not in args.only:
             continue
         n = int(r["constraints"])
@@ -109,7 +137,7 @@ def main() -> None:
         cfg = config_of(args, int(r["gpu_workers"]), int(r["concurrency"]), r["vram_cap"])
         real = {(p, i, st): t1 - t0 for p, i, st, _, t0, t1 in r["stage_spans"]}
         design = resolve_design(r["design"]).fn
-        rt = ReplayRuntime(quiet, cfg, wl, seed=int(r["repeat"]), real=real)
+        rt = ReplayRuntime(quiet, cfg, wl, seed=int(r["repeat"]), real=real, stages=stages)
         replay = summarize(rt.run(design))
         model = summarize(SimRuntime(full, cfg, wl, seed=int(r["repeat"])).run(design))
         m = r["measured"]

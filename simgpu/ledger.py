@@ -112,6 +112,8 @@ class Ledger:
     `allocator` (optional): a caching pool (simgpu.devicepool) that decides what
     fits and what is free, its cached bytes counted against the capacity; `used`, the
     peak and the history stay the bytes allocations hold.
+    `watch` (optional): called with every allocation booked, as it is booked (the
+    model's side of an allocation trace: experiments/alloc_order.py --model).
     """
 
     pool: str
@@ -120,6 +122,7 @@ class Ledger:
     error: type[OutOfMemory] = VramExhausted
     clock: Callable[[], float] | None = None
     allocator: Any = None
+    watch: Callable[[Allocation], None] | None = None
     used: int = field(init=False)
     peak: int = field(init=False)
     history: list[tuple[float, int]] = field(init=False, default_factory=list)
@@ -208,6 +211,8 @@ class Ledger:
             self.peak = self.used
         if clock is not None:
             self._stamp(t)
+        if self.watch is not None:
+            self.watch(a)
         return a
 
     def release(self, a: Allocation) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import ROOT, load_experiment
+from conftest import DATA, ROOT, load_experiment
 
 gpu_validation = load_experiment("gpu_validation")
 GRID = ROOT / "docs" / "data" / "h200-2026-12-06r" / "call1" / "grid-A-G.json.gz"
@@ -86,6 +86,21 @@ def test_a_workers_cycles_are_read_from_its_prestage_to_each_kernels_phase():
     assert (first.thread, first.start) == ("w1", 0.0)
     assert {k: round(v, 3) for k, v in first.phases.items()} == {"ntt": 0.03, "h_msm": 0.036}
     assert second.start == 0.2 and round(second.phases["ntt"], 3) == 0.06
+
+
+def test_the_model_is_read_as_the_card_is():
+    """--model reads the model's runs of a record's configuration as the card's trace is
+    read: on the tiny profile, one GPU worker alone, each cycle reaches the H MSM's
+    scratch (its "msm" phase) the prestage's 0.25 s and the NTT's 0.5 s after its
+    prestage's first allocation; its b_g2_msm runs on the CPU and asks for nothing."""
+    from simgpu.profile import load_profile
+
+    prof = load_profile(DATA / "tiny.toml")
+    run = {"constraints": 1024, "gpu_workers": 1, "concurrency": 1, "vram_cap": None, "design": "single-lock"}
+    got = alloc_order.model_reading(prof, run, "b_g2_msm", runs=2)
+    assert (got.runs, got.out_of_memory, got.delays) == (2, 0, [])
+    assert len(got.cycles) == 2 * 6 * 2  # two runs of six proofs of two partitions
+    assert all(c == pytest.approx({"msm": 0.75}) for c in got.cycles)
 
 
 def test_the_anchors_are_read_against_the_profiles_time_alone():

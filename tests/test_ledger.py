@@ -58,3 +58,21 @@ def test_history_draws_memory_over_time():
     t[0] = 2.0
     a.release()
     assert led.history == [(0.0, 0), (1.0, 100), (2.0, 0)]
+
+
+def test_a_watch_sees_every_allocation_booked_and_none_refused():
+    """`watch` is the model's side of an allocation trace (experiments/alloc_order.py
+    --model): each allocation as it is booked, with its holder and instant."""
+    t = [0.5]
+    seen = []
+    led = vram_ledger(0, GiB, clock=lambda: t[0])
+    led.watch = seen.append
+    led.alloc(100, "d_a", stage="prestage", worker="gpu0.w0")
+    t[0] = 0.75
+    led.alloc(200, "scratch", stage="kernels", worker="gpu0.w0")
+    with pytest.raises(VramExhausted):
+        led.alloc(2 * GiB, "too big", stage="kernels", worker="gpu0.w1")
+    assert [(a.tag, a.stage, a.worker, a.t) for a in seen] == [
+        ("d_a", "prestage", "gpu0.w0", 0.5),
+        ("scratch", "kernels", "gpu0.w0", 0.75),
+    ]

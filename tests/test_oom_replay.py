@@ -49,3 +49,15 @@ def test_without_contention_no_stage_leans_on_anything():
         {"stages": {"kernels": {"uses": {"gpu": {}}, "phases": [{"uses": {}}]}}, "contention": {"gpu": {}}}
     )
     assert doc == {"stages": {"kernels": {"phases": [{}]}}}
+
+
+def test_without_contention_of_some_stages_leaves_the_others_sharing():
+    """--stages: only the stages whose spans come from the card stop leaning on shared
+    resources; the others, and the laws they share by, stay as the model has them."""
+    b_g2 = {"uses": {"gpu": {}}, "phases": [{"uses": {}}]}
+    doc = {"stages": {"kernels": {"uses": {"gpu": {}}}, "b_g2_msm": b_g2}, "contention": {"gpu": {}}}
+    got = oom_replay.without_contention(doc, {"b_g2_msm"})
+    assert got == {
+        "stages": {"kernels": {"uses": {"gpu": {}}}, "b_g2_msm": {"phases": [{}]}},
+        "contention": {"gpu": {}},
+    }
