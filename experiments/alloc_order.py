@@ -21,6 +21,11 @@ prestage's first allocation, reached each kernels phase (the phase asks for its 
 when the worker's host side gets there, which on one in-order stream is after its
 prestage's copy, and whatever was queued before it, has run).
 
+``--first-cycle`` reads, run by run, the three allocations whose order decided the
+capped group's outcome on the forty-eighth lease: from the first b_g2_msm's first array,
+its second (the gathered points, asked once the first array's copy has left), the next
+worker's prestage, and that worker's H MSM staging.
+
 ``--model PROFILE`` puts the model beside the card: each configuration of the records
 run ``--runs`` times in the model, and the same two readings taken from the model's
 allocations (simgpu.ledger.Ledger.watch; a buffer's arrays are asked together there).
@@ -121,6 +126,11 @@ def main() -> None:
     ap.add_argument("--model", help="a profile: the same readings from the model's runs of each one")
     ap.add_argument("--runs", type=int, default=40, help="with --model: runs of each configuration")
     ap.add_argument(
+        "--first-cycle",
+        action="store_true",
+        help="instead: the first b_g2_msm call's second array beside the next worker's prestage and H MSM",
+    )
+    ap.add_argument(
         "--cycles",
         action="store_true",
         help="instead: when each GPU worker's cycle reached each kernels phase, by configuration and outcome",
@@ -131,6 +141,9 @@ def main() -> None:
     runs = [(path, r) for path in map(Path, args.records) for r in read_runs(path) if r.get("alloc_trace")]
     if args.model:
         print_model(args.model, [r for _, r in runs], args.stage, args.runs)
+        return
+    if args.first_cycle:
+        print_first_cycles(runs)
         return
     if args.cycles:
         print_cycles([r for _, r in runs])
@@ -156,6 +169,61 @@ def main() -> None:
             f"| {r['label']}{r['repeat']} ({path.name}) | {oom} | {len(cs)} | "
             f"{statistics.median(d):.0f} / {d[int(0.9 * (len(d) - 1))]:.0f} / {d[-1]:.0f} | "
             f"{statistics.median(b):.0f} / {max(b):.0f} | {sum(c.refused for c in cs)} |"
+        )
+
+
+@dataclass(frozen=True)
+class FirstCycle:
+    """The first b_g2_msm call of a run beside the next worker's cycle, in seconds from
+    the call's first allocation: when its second array was asked (None: never), when
+    another thread's prestage first allocated, when that thread's H MSM first did."""
+
+    second_array: float | None
+    prestage: float | None
+    h_msm: float | None
+
+
+def first_cycle(rows: list, stage: str = "b_g2_msm", min_bytes: int = 20 * MiB) -> FirstCycle | None:
+    """The first call of `stage` in a run's trace and the other worker's cycle beside
+    it (arrays under `min_bytes`, an index or counts, are passed over); None where the
+    stage never allocated."""
+    mallocs = [r for r in rows if r[3] == "malloc" and r[5]]
+    first = next((r for r in mallocs if r[2].split(".")[0] == stage), None)
+    if first is None:
+        return None
+    t0, thread = first[0], first[1]
+    later = [r for r in mallocs if r[0] > t0]
+    second = next((r for r in later if r[1] == thread and r[2] == stage and r[4] >= min_bytes), None)
+    pre = next((r for r in later if r[1] != thread and r[2] == "prestage"), None)
+    h = next((r for r in later if pre is not None and r[1] == pre[1] and r[2] == "kernels.h_msm"), None)
+
+    def since(r: tuple | None) -> float | None:
+        return None if r is None else r[0] - t0
+
+    return FirstCycle(since(second), since(pre), since(h))
+
+
+def print_first_cycles(runs: list[tuple[Path, dict]]) -> None:
+    """Per run: the first cycle's order, and whether the run ran out of memory."""
+    print(
+        "From the first b_g2_msm's first allocation, ms: its second array, the next worker's "
+        "prestage, that worker's H MSM staging\n"
+    )
+    print("| run | out of memory | second array | prestage | H MSM | second array between the two |")
+    print("|---|---|---:|---:|---:|---|")
+
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{1e3 * x:.1f}"
+
+    for path, r in runs:
+        c = first_cycle(r["alloc_trace"])
+        if c is None:
+            continue
+        between = None not in (c.second_array, c.prestage, c.h_msm) and c.prestage < c.second_array < c.h_msm
+        oom = "yes" if r["measured"]["oom_events"] else "no"
+        print(
+            f"| {r['label']}{r['repeat']} ({path.name}) | {oom} | {ms(c.second_array)} | {ms(c.prestage)} | "
+            f"{ms(c.h_msm)} | {'yes' if between else 'no'} |"
         )
 
 

@@ -88,6 +88,26 @@ def test_a_workers_cycles_are_read_from_its_prestage_to_each_kernels_phase():
     assert second.start == 0.2 and round(second.phases["ntt"], 3) == 0.06
 
 
+def test_the_first_cycle_is_read_from_the_first_b_g2_msm_call():
+    """The first b_g2_msm (w0) asks for its 193-unit bases at 1.000 s; w1's prestage
+    follows 0.5 ms later; w0's 2-unit index is passed over (under min_bytes) and its
+    98-unit gathered points come 18 ms in; w1's H MSM staging 40 ms in: the second
+    array came between the two.  A later b_g2_msm call is not the first."""
+    rows = [
+        (1.0000, "w0", "b_g2_msm", "malloc", 193, 1, 0, 0),
+        (1.0005, "w1", "prestage", "malloc", 128, 2, 0, 0),
+        (1.0007, "w1", "prestage", "malloc", 256, 3, 0, 0),
+        (1.0100, "w0", "b_g2_msm", "malloc", 2, 4, 0, 0),
+        (1.0180, "w0", "b_g2_msm", "malloc", 98, 5, 0, 0),
+        (1.0400, "w1", "kernels.h_msm", "malloc", 384, 6, 0, 0),
+        (1.3000, "w1", "b_g2_msm", "malloc", 193, 7, 0, 0),
+    ]
+    c = alloc_order.first_cycle(rows, min_bytes=20)
+    assert (round(c.second_array, 4), round(c.prestage, 4), round(c.h_msm, 4)) == (0.018, 0.0005, 0.04)
+    assert c.prestage < c.second_array < c.h_msm
+    assert alloc_order.first_cycle(rows[1:3]) is None
+
+
 def test_the_model_is_read_as_the_card_is():
     """--model reads the model's runs of a record's configuration as the card's trace is
     read: on the tiny profile, one GPU worker alone, each cycle reaches the H MSM's
