@@ -11,6 +11,9 @@
 #           longer in the model than on the card beside the other worker's kernels, and
 #           b_g2_msm 8-11% longer on the card beside them (experiments/stream_timeline.py
 #           says what each waited behind on the stream); then I, J again untraced.
+#   As run (an H100 came; docs/data/h100-2026-12-06s/README.md): call 1 as above; call 2
+#   as above, but its runs were packed over by a second lease_finish; call 3 given inline:
+#   G and B traced, I and J traced six times more, the capped group once.
 # No calibrate: the shipped h200-cupy (the forty-seventh lease's) sets the plans on an
 # H200, the forty-sixth lease's profile (carried as out/h100-cupy-key.toml) on an H100.
 # Carry .whl, out/cubins.txz (and out/h100-cupy-key.toml); `bash experiments/leases/aside.sh
