@@ -219,11 +219,10 @@ def print_first_cycles(runs: list[tuple[Path, dict]]) -> None:
         c = first_cycle(r["alloc_trace"])
         if c is None:
             continue
-        between = None not in (c.second_array, c.prestage, c.h_msm) and c.prestage < c.second_array < c.h_msm
         oom = "yes" if r["measured"]["oom_events"] else "no"
         print(
             f"| {r['label']}{r['repeat']} ({path.name}) | {oom} | {ms(c.second_array)} | {ms(c.prestage)} | "
-            f"{ms(c.h_msm)} | {'yes' if between else 'no'} |"
+            f"{ms(c.h_msm)} | {'yes' if between(c) else 'no'} |"
         )
 
 
@@ -257,6 +256,7 @@ class ModelReading:
     out_of_memory: int = 0
     delays: list[float] = field(default_factory=list)
     cycles: list[dict[str, float]] = field(default_factory=list)
+    first_cycles: list[FirstCycle] = field(default_factory=list)
 
 
 def model_reading(profile: Any, run: dict, stage: str, runs: int) -> ModelReading:
@@ -292,6 +292,7 @@ def model_reading(profile: Any, run: dict, stage: str, runs: int) -> ModelReadin
         out.out_of_memory += bool(summarize(rt.run(design)).oom_events)
         opened: dict[str, float] = {}
         cycle: dict[str, tuple[float, dict[str, float]]] = {}
+        out.first_cycles.append(model_first_cycle(seen, stage, phase_of))
         for a in seen:
             if a.stage == stage:
                 if a.tag == stage and a.worker in opened:
@@ -311,6 +312,35 @@ def model_reading(profile: Any, run: dict, stage: str, runs: int) -> ModelReadin
     return out
 
 
+def model_first_cycle(
+    seen: list[Any], stage: str, phase_of: dict[str, str], min_bytes: int = 20 * MiB
+) -> FirstCycle:
+    """The first cycle of a model run as `first_cycle` reads the card's.  Where the model
+    books the stage's staging whole, its second array is asked with its first (0 s)."""
+    i0 = next((i for i, a in enumerate(seen) if a.stage == stage), None)
+    if i0 is None:
+        return FirstCycle(None, None, None)
+    first, rest = seen[i0], seen[i0 + 1 :]
+    second = next(
+        (a for a in rest if a.worker == first.worker and a.stage == stage and a.nbytes >= min_bytes), None
+    )
+    own = 0.0 if second is None or second.tag == stage else second.t - first.t
+    pre = next((a for a in rest if a.stage == "prestage" and a.worker != first.worker), None)
+    h = next(
+        (a for a in rest if pre is not None and a.worker == pre.worker and phase_of.get(a.tag) == "h_msm"),
+        None,
+    )
+    return FirstCycle(own, None if pre is None else pre.t - first.t, None if h is None else h.t - first.t)
+
+
+def between(c: FirstCycle) -> bool:
+    """Whether the second array came after the next worker's prestage and before its H MSM
+    (the order that split the block on the forty-eighth lease); a tie counts as before."""
+    if None in (c.second_array, c.prestage, c.h_msm):
+        return False
+    return c.prestage < c.second_array < c.h_msm  # type: ignore[operator]
+
+
 def print_model(path: str, runs: list[dict], stage: str, n: int) -> None:
     """The card's readings (pooled by configuration) beside the model's, configuration by
     configuration."""
@@ -320,6 +350,7 @@ def print_model(path: str, runs: list[dict], stage: str, n: int) -> None:
     by_label: dict[str, list[dict]] = {}
     for r in runs:
         by_label.setdefault(r["label"], []).append(r)
+    firsts: list[tuple[str, list[FirstCycle], list[FirstCycle]]] = []
     print(f"The card's runs beside {n} of the model's (`{profile.name}`), each configuration:\n")
     print(
         f"| cfg | runs out of memory: card / model | {stage}, first allocation to temporaries, ms: "
@@ -349,6 +380,28 @@ def print_model(path: str, runs: list[dict], stage: str, n: int) -> None:
             f"| {label} | {card_oom} of {len(rs)} / {m.out_of_memory} of {m.runs} | "
             f"{spread(card_delays)} / {spread(m.delays)} | {'; '.join(phases)} |"
         )
+        card_first = [c for r in rs if (c := first_cycle(r["alloc_trace"], stage)) is not None]
+        firsts.append((label, card_first, m.first_cycles))
+    print(
+        f"\nThe first cycle (`--first-cycle`), medians in ms from the first {stage}'s first allocation: "
+        "its second array / the next worker's prestage / its H MSM staging, and the runs whose second "
+        "array came between the two:\n"
+    )
+    print("| cfg | card | model |")
+    print("|---|---|---|")
+    for label, card_first, model_first in firsts:
+        print(f"| {label} | {first_summary(card_first)} | {first_summary(model_first)} |")
+
+
+def first_summary(cs: list[FirstCycle]) -> str:
+    """Medians of a configuration's first cycles, and how many had the splitting order."""
+
+    def med(xs: list[float | None]) -> str:
+        got = [1e3 * x for x in xs if x is not None]
+        return f"{statistics.median(got):.1f}" if got else "-"
+
+    times = " / ".join(med([getattr(c, k) for c in cs]) for k in ("second_array", "prestage", "h_msm"))
+    return f"{times}; between in {sum(between(c) for c in cs)} of {len(cs)}"
 
 
 if __name__ == "__main__":

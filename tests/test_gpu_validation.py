@@ -121,6 +121,7 @@ def test_the_model_is_read_as_the_card_is():
     assert (got.runs, got.out_of_memory, got.delays) == (2, 0, [])
     assert len(got.cycles) == 2 * 6 * 2  # two runs of six proofs of two partitions
     assert all(c == pytest.approx({"msm": 0.75}) for c in got.cycles)
+    assert got.first_cycles == [alloc_order.FirstCycle(None, None, None)] * 2
 
 
 def test_the_anchors_are_read_against_the_profiles_time_alone():
