@@ -32,7 +32,10 @@ class OutOfMemory(SimgpuError):
     """An allocation did not fit.  Carries where it happened, by how much, and who held
     the rest: `holders`, every allocation live at that instant (worker, proof, partition,
     buffer, bytes, the stage and time it was allocated; simgpu.ledger.holder_record), the
-    largest first.  A runtime adds what each holder was doing before it records the OOM."""
+    largest first.  A runtime adds what each holder was doing before it records the OOM.
+    `cached`: of the rest, the bytes a caching pool keeps free in blocks that arrays
+    still hold, which giving its wholly free blocks back could not return (a pool's
+    fragmentation: simgpu.devicepool); 0 where the pool caches nothing."""
 
     kind = "memory"
 
@@ -48,6 +51,7 @@ class OutOfMemory(SimgpuError):
         proof: int | None = None,
         partition: int | None = None,
         holders: list[dict] | None = None,
+        cached: int = 0,
     ) -> None:
         self.pool = pool
         self.requested = int(requested)
@@ -59,10 +63,21 @@ class OutOfMemory(SimgpuError):
         self.proof = proof
         self.partition = partition
         self.holders = list(holders or [])
+        self.cached = int(cached)
         # Every field in args: SimPy re-creates an exception as type(e)(*e.args) when it
         # throws it into the process that waits.
         super().__init__(
-            pool, requested, free, capacity, buffer, stage, worker, proof, partition, self.holders
+            pool,
+            requested,
+            free,
+            capacity,
+            buffer,
+            stage,
+            worker,
+            proof,
+            partition,
+            self.holders,
+            self.cached,
         )
 
     def __str__(self) -> str:
@@ -81,9 +96,10 @@ class OutOfMemory(SimgpuError):
             where.append(part)
         what = f" for {self.buffer}" if self.buffer else ""
         loc = f" in {', '.join(where)}" if where else ""
+        cached = f" ({fmt_bytes(self.cached)} more free in split blocks)" if self.cached else ""
         return (
             f"{self.kind} exhausted on {self.pool}{loc}: requested {fmt_bytes(self.requested)}"
-            f"{what}, free {fmt_bytes(self.free)} of {fmt_bytes(self.capacity)}"
+            f"{what}, free {fmt_bytes(self.free)} of {fmt_bytes(self.capacity)}{cached}"
         )
 
     def as_dict(self) -> dict:
@@ -98,6 +114,7 @@ class OutOfMemory(SimgpuError):
             "requested_bytes": self.requested,
             "free_bytes": self.free,
             "capacity_bytes": self.capacity,
+            "cached_bytes": self.cached,
             "holders": self.holders,
         }
 

@@ -186,8 +186,16 @@ class Ledger:
         else:
             chunk, short = None, nbytes > self.free
         if short:
+            cached = self.allocator.cached if self.allocator is not None else 0
             raise self.error(
-                self.pool, nbytes, self.free, self.capacity, buffer=tag, holders=self.holders(), **where
+                self.pool,
+                nbytes,
+                self.free,
+                self.capacity,
+                buffer=tag,
+                holders=self.holders(),
+                cached=cached,
+                **where,
             )
         clock = self.clock
         if clock is not None:

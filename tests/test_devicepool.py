@@ -34,6 +34,24 @@ def test_the_free_rest_of_a_split_block_counts_against_the_cap():
     assert pool.malloc(60 * MiB) is not None and pool.reserved == 64 * MiB
 
 
+def test_a_refusal_says_how_much_is_free_only_in_split_blocks():
+    """The first case through a ledger, as the model books it: the 60 MiB refused with 32
+    MiB free under the cap and 56 MiB more free in the block the 8 MiB array splits.  The
+    report tells the two apart, where it would otherwise count the 56 as resident."""
+    from simgpu.report.explain import tell
+
+    led = vram_ledger(0, 96 * MiB, allocator=CachingPool(96 * MiB))
+    led.alloc(64 * MiB, "h_msm").release()
+    led.alloc(8 * MiB, "b_g2_msm", stage="b_g2_msm", worker="gpu0.w0", proof=0, partition=0)
+    with pytest.raises(VramExhausted) as e:
+        led.alloc(60 * MiB, "h_msm", stage="kernels", worker="gpu0.w1", proof=1, partition=0)
+    err = e.value
+    assert (err.free, err.cached) == (32 * MiB, 56 * MiB)
+    assert str(err).endswith("free 32.00 MiB of 96.00 MiB (56.00 MiB more free in split blocks)")
+    o = err.as_dict() | {"t": 1.0}
+    assert "(56.00 MiB free only in split blocks), 28.00 MiB short." in tell(o)[0]
+
+
 def test_wholly_free_blocks_go_back_when_a_new_one_would_pass_the_cap():
     pool = CachingPool(96 * MiB)
     pool.free(pool.malloc(64 * MiB))

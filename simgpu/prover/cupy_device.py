@@ -95,8 +95,16 @@ class CupyDevice:
             requested, inner, free = err.requested, f" ({err.buffer})" if err.buffer else "", err.free
         else:
             requested, inner = int(getattr(err, "_size", 0)), ""
+        # what the pool keeps free in blocks arrays still hold (after the flush, if any)
+        cached = int(self.pool.free_bytes())
         return VramExhausted(
-            f"gpu{self.device}", requested, free, cap, buffer=f"{name}{inner}", holders=self.live.holders()
+            f"gpu{self.device}",
+            requested,
+            free,
+            cap,
+            buffer=f"{name}{inner}",
+            holders=self.live.holders(),
+            cached=cached,
         )
 
     def _free_now(self) -> int:

@@ -337,9 +337,12 @@ def tell(o: dict[str, Any]) -> list[str]:
         if own
         else f", with nothing of its own on {o['pool']}"
     )
-    other = o["capacity_bytes"] - o["free_bytes"] - sum(g.nbytes for g in groups) - setup
+    cached = o.get("cached_bytes") or 0
+    other = o["capacity_bytes"] - o["free_bytes"] - sum(g.nbytes for g in groups) - setup - cached
     rest = [f"{fmt_bytes(setup)} set-up"] if setup else []
     rest += [f"{fmt_bytes(other)} resident"] if other > 0 else []
+    # free, but split around arrays still live: what the pool's layout cost
+    rest += [f"{fmt_bytes(cached)} free only in split blocks"] if cached > 0 else []
     short = o["requested_bytes"] - o["free_bytes"]
     ask = (
         f"{worker} {where} asked for {fmt_bytes(o['requested_bytes'])} for {o['buffer']} "

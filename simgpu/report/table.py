@@ -138,6 +138,11 @@ def print_holders(o: dict[str, Any], console: Console) -> None:
         rest = sum(h["bytes"] for h in holders[HOLDERS_SHOWN:])
         more = len(holders) - HOLDERS_SHOWN
         console.print(f"    live {fmt_bytes(rest):>10} in {more} more allocation(s) (--json lists them)")
-    other = o["capacity_bytes"] - o["free_bytes"] - sum(h["bytes"] for h in holders)
+    cached = o.get("cached_bytes") or 0
+    other = o["capacity_bytes"] - o["free_bytes"] - sum(h["bytes"] for h in holders) - cached
+    if cached > 0:
+        console.print(
+            f"    free {fmt_bytes(cached):>10} cached in split blocks (free, beside arrays still live)"
+        )
     if other > 0:
         console.print(f"    live {fmt_bytes(other):>10} resident or not a named buffer (context, caches)")
