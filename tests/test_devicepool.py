@@ -49,7 +49,9 @@ def test_a_refusal_says_how_much_is_free_only_in_split_blocks():
     assert (err.free, err.cached) == (32 * MiB, 56 * MiB)
     assert str(err).endswith("free 32.00 MiB of 96.00 MiB (56.00 MiB more free in split blocks)")
     o = err.as_dict() | {"t": 1.0}
-    assert "(56.00 MiB free only in split blocks), 28.00 MiB short." in tell(o)[0]
+    lines = tell(o)
+    assert "(56.00 MiB free only in split blocks), 28.00 MiB short." in lines[0]
+    assert lines[-1].startswith("It was not short of bytes: 88.00 MiB were free in all, 56.00 MiB of it")
 
 
 def test_wholly_free_blocks_go_back_when_a_new_one_would_pass_the_cap():

@@ -368,6 +368,12 @@ def tell(o: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"{o['kind']} ran out on {o['pool']} when {ask}")
     lines.append(f"What let both happen: {_step(o, others[0] if others else None, own)}")
+    if cached > 0 and o["free_bytes"] + cached >= o["requested_bytes"]:
+        lines.append(
+            f"It was not short of bytes: {fmt_bytes(o['free_bytes'] + cached)} were free in all, "
+            f"{fmt_bytes(cached)} of it in the pool's blocks split around live arrays, where no piece "
+            "was long enough.  The order the arrays came and went in decided it, as much as their sizes."
+        )
     return lines
 
 
