@@ -87,16 +87,16 @@ class CupyDevice:
         self.alloc_trace: AllocTrace | None = None
 
     # --- memory -----------------------------------------------------------------------
-    def _exhausted(self, name: str, err: BaseException, free: int) -> VramExhausted:
-        """`free`: what the pool could still give when the allocation failed."""
+    def _exhausted(self, name: str, err: BaseException, free: int, cached: int = 0) -> VramExhausted:
+        """`free`: what the pool could still give when the allocation failed; `cached`:
+        what it kept free then in blocks that arrays still held (after the flush, for a
+        call that was tried again)."""
         cap = self.capacity()
         if isinstance(err, VramExhausted):
             # the kernels measured it at the failing allocation itself
             requested, inner, free = err.requested, f" ({err.buffer})" if err.buffer else "", err.free
         else:
             requested, inner = int(getattr(err, "_size", 0)), ""
-        # what the pool keeps free in blocks arrays still hold (after the flush, if any)
-        cached = int(self.pool.free_bytes())
         return VramExhausted(
             f"gpu{self.device}",
             requested,
@@ -138,9 +138,10 @@ class CupyDevice:
             return fn()
         except oom as e:
             free = self._free_now()  # before the failed call's buffers go back
+            cached = int(self.pool.free_bytes())  # free in blocks arrays still hold, at that instant
             self._note_shortfall()
             traceback.clear_frames(e.__traceback__)
-            err = self._exhausted(name, e, free)
+            err = self._exhausted(name, e, free, cached)
         # Raised outside the except block: no traceback keeps the failed call's arrays alive.
         raise err
 
