@@ -24,10 +24,7 @@ source "$(dirname "$0")/lease_lib.sh"
 lease_start lease48 "${1:?which call: 1 or 2}" "${2:-540}"
 lease_watch
 export CONTENTION=2^22
-case "$PROFILE" in
-  *h200*) [ -f "$PROFILE" ] || cp simgpu/profile/profiles/h200-cupy.toml "$PROFILE" ;;
-  *) [ -f "$PROFILE" ] || cp out/h100-cupy-key.toml "$PROFILE" ;;
-esac
+lease_uncalibrated
 echo "kernel: $(uname -r); python: $(python3 -V); profile: $PROFILE"
 case "$CALL" in
   1)

@@ -90,6 +90,15 @@ lease_profile() {  # PROFILE by the card: a lease that gets an H100 calibrates a
   esac
 }
 
+lease_uncalibrated() {  # a call that does not calibrate: PROFILE as shipped (h200-cupy) on an
+  # H200; on an H100 the profile the call carries as out/h100-cupy-key.toml, which it names
+  [ -f "$PROFILE" ] && return 0
+  case "$PROFILE" in
+    *h200*) cp simgpu/profile/profiles/h200-cupy.toml "$PROFILE" ;;
+    *) echo "no $PROFILE: carry it (out/h100-cupy-key.toml)"; return 1 ;;
+  esac
+}
+
 # host_probe reads one thread, whose core flips between about 1.1x and 1.9x its fastest every
 # 0.1-0.4 s on these VMs: its "HOST UNSTEADY" fails every host met so far.  What a pipeline sees
 # is the mean over all cores, which held still to 2% on the 24th lease: watch that instead

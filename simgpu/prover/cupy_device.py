@@ -138,22 +138,23 @@ class CupyDevice:
             return fn()
         except oom as e:
             free = self._free_now()  # before the failed call's buffers go back
-            cached = int(self.pool.free_bytes())  # free in blocks arrays still hold, at that instant
-            self._note_shortfall()
+            shortfall = self._note_shortfall()
             traceback.clear_frames(e.__traceback__)
-            err = self._exhausted(name, e, free, cached)
+            err = self._exhausted(name, e, free, shortfall["cached"])
         # Raised outside the except block: no traceback keeps the failed call's arrays alive.
         raise err
 
-    def _note_shortfall(self) -> None:
+    def _note_shortfall(self) -> dict[str, int]:
         """Record how the pool's bytes split at a failure that a flush did not cure: in
         live arrays, and in its cache.  free_all_blocks gives back only whole cached
         blocks, so what stays cached after a flush is the free part of blocks split
         between arrays (or blocks other workers freed since): bytes the cap counts that
-        no array holds, which the model's ledger does not have."""
+        no array holds, which the model's ledger does not have.  Returns the record."""
         used, total = int(self.pool.used_bytes()), int(self.pool.total_bytes())
+        shortfall = {"in_arrays": used, "cached": total - used}
         with self._cache_lock:
-            self.shortfalls.append({"in_arrays": used, "cached": total - used})
+            self.shortfalls.append(shortfall)
+        return shortfall
 
     def flush(self) -> None:
         """Give the pool's cache of freed blocks back to the driver.  Each cudaFree waits
