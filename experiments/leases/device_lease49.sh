@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The forty-ninth lease, planned after the forty-eighth (issue #19 item 5, the capped
 # group's race; docs/validation-log.md, "The forty-eighth lease"):
-#   call 1 (540 s): A (one GPU worker) and D (serial) three times each, every pool
+#   call 1 (540 s): the GPU tests in suite order (a VramExhausted now carries CuPy's
+#           cached bytes: not yet run on a card); A (one GPU worker) and D (serial) three times each, every pool
 #           allocation traced: the b_g2_msm's host time from its first staging array to
 #           its second (the gathered points) with no other GPU worker's copies queued
 #           ahead of its first (experiments/alloc_order.py --first-cycle reads I and J;
@@ -27,6 +28,10 @@ lease_uncalibrated
 echo "kernel: $(uname -r); python: $(python3 -V); profile: $PROFILE"
 case "$CALL" in
   1)
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_transfer_gpu.py \
+      tests/test_kernels_gpu.py tests/test_groth16_gpu.py tests/test_pool_replay_gpu.py \
+      > "$LOGS/pytest-gpu.log" 2>&1
+    echo "pytest -m gpu rc=$? at $SECONDS s"; tail -1 "$LOGS/pytest-gpu.log"
     for i in 1 2 3; do
       lease_validate "$(until_ $((SECONDS + 60)))" alloc-AD-$i 2176 --only A D --alloc-trace A D
     done
