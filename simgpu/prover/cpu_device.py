@@ -181,8 +181,13 @@ class CpuDevice:
     def write_bases(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
         self.write(buf, host, row)
 
+    def alloc_bases_g2(self, name: str, rows: int) -> DeviceBuffer:
+        return self.alloc(name, (rows, 192), np.uint8)  # G2 points stay in the key's xy bytes
+
     def upload_bases_g2(self, name: str, host: np.ndarray) -> DeviceBuffer:
-        return self.upload(name, host)  # G2 points stay in the key's xy bytes
+        buf = self.alloc_bases_g2(name, len(host))
+        self.write_bases_g2(buf, host, 0)
+        return buf
 
     def write_bases_g2(self, buf: DeviceBuffer, host: np.ndarray, row: int = 0) -> None:
         self.write(buf, host, row)
@@ -194,8 +199,9 @@ class CpuDevice:
         self._unbook(buf.token)
         buf.array = None
 
-    def gather(self, name: str, src: Any, index: Any) -> DeviceBuffer:
-        out = self.alloc(name, (len(index),) + tuple(src.shape[1:]), src.dtype)
+    def gather(self, name: str, src: Any, index: Any, out: DeviceBuffer | None = None) -> DeviceBuffer:
+        if out is None:
+            out = self.alloc(name, (len(index),) + tuple(src.shape[1:]), src.dtype)
         np.take(src, index, axis=0, out=out.array)
         return out
 

@@ -202,8 +202,11 @@ class CupyDevice:
             out = buf.array[row : row + len(host)]
             self._guarded(buf.name, lambda: msm.bases_to_device(host, out=out))
 
+    def alloc_bases_g2(self, name: str, rows: int) -> DeviceBuffer:
+        return self.alloc(name, (rows, 48), np.uint32)
+
     def upload_bases_g2(self, name: str, host: np.ndarray) -> DeviceBuffer:
-        buf = self.alloc(name, (len(host), 48), np.uint32)
+        buf = self.alloc_bases_g2(name, len(host))
         self.write_bases_g2(buf, host, 0)
         return buf
 
@@ -230,15 +233,19 @@ class CupyDevice:
         self.live.discard(buf)
         buf.array = None  # the last reference: the block goes back to the pool
 
-    def gather(self, name: str, src: Any, index: Any) -> DeviceBuffer:
-        out = self.alloc(name, (int(index.shape[0]),) + tuple(src.shape[1:]), src.dtype)
+    def gather(self, name: str, src: Any, index: Any, out: DeviceBuffer | None = None) -> DeviceBuffer:
+        own = out is None
+        if out is None:
+            out = self.alloc(name, (int(index.shape[0]),) + tuple(src.shape[1:]), src.dtype)
+        target = out
         try:
             with self.cp.cuda.Device(self.device):
-                self._guarded(name, lambda: self.cp.take(src, index, axis=0, out=out.array))
+                self._guarded(name, lambda: self.cp.take(src, index, axis=0, out=target.array))
         except BaseException:
-            self.free(out)
+            if own:
+                self.free(target)
             raise
-        return out
+        return target
 
     # --- arithmetic (the CUDA kernels) --------------------------------------------------
     def compute_h(self, a: Any, b: Any, c: Any) -> None:

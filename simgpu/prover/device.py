@@ -195,8 +195,10 @@ class Device(Protocol):
 
     def free(self, buf: DeviceBuffer) -> None: ...
 
-    def gather(self, name: str, src: Any, index: Any) -> DeviceBuffer:
-        """A new buffer holding src[index] (rows), `index` a device int32 array."""
+    def gather(self, name: str, src: Any, index: Any, out: DeviceBuffer | None = None) -> DeviceBuffer:
+        """A buffer holding src[index] (rows), `index` a device int32 array: `out` where
+        given (booked earlier, as b_g2_msm books its arrays before its first copy), else a
+        new one booked under `name`."""
         ...
 
     def compute_h(self, a: Any, b: Any, c: Any) -> None:
@@ -210,6 +212,11 @@ class Device(Protocol):
 
     def g1_sum(self, bases: Any, index: Any, name: str) -> G1Point:
         """sum bases[index[i]] (the scalars equal to one, batch-added)."""
+        ...
+
+    def alloc_bases_g2(self, name: str, rows: int) -> DeviceBuffer:
+        """A buffer for `rows` G2 points in the device's representation, not yet filled
+        (`write_bases_g2` fills it)."""
         ...
 
     def upload_bases_g2(self, name: str, host: np.ndarray) -> DeviceBuffer:

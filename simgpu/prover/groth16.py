@@ -367,7 +367,16 @@ def _b_g2_on_device(prepared: Prepared, pk: ProvingKey, backend: Device) -> G2Po
     points (`b_g2_msm_bases_batch`), an index, the gathered points and scalars, and the
     MSM's temporaries, all freed before returning, also on error.  With the backend's
     msm_capacity "key" the MSM is sized for the circuit's capacity, not for the
-    witness's count (`capacity_pieces`, memory_plan.key_capacity)."""
+    witness's count (`capacity_pieces`, memory_plan.key_capacity).
+
+    The stage books its staging whole before its first copy (`_G2Gather`): the batch's
+    points, then the first MSM's gathered points, scalars and index, sized by counting
+    the batch's non-zero rows.  This stage runs outside the compute lock, beside the other
+    workers' prestage and kernels; asked array by array, its gathered points came 10-50
+    ms after its batch, once the batch's copy had left the one stream, and another
+    worker's allocation in between split the pool's block under a cap (the forty-eighth
+    and forty-ninth leases, docs/validation-log.md).  Booked together, it holds all or
+    nothing of its staging, as the model's plan books a phase's staging."""
     split = prepared.split_b
     length = split.length
     host = backend.host_bases_g2(pk)
@@ -377,20 +386,67 @@ def _b_g2_on_device(prepared: Prepared, pk: ProvingKey, backend: Device) -> G2Po
     if length == 0:
         return acc
     capacity = key_capacity(prepared.spec, batch) if backend.msm_capacity == "key" else None
-    staging = backend.upload_bases_g2(f"{tag}_bases_batch", host[:batch])
+    staging = backend.alloc_bases_g2(f"{tag}_bases_batch", batch)
+    booked: _G2Gather | None = None
     try:
         for start in range(0, length, batch):
             stop = min(start + batch, length)
-            if start:
-                backend.write_bases_g2(staging, host[start:stop], 0)
-            rows, values = b_g2_batch(split, start, stop)
-            for index, scalars in capacity_pieces(rows, values, capacity):
-                acc = acc + _gathered_msm(
-                    backend, backend.msm_g2, tag, staging.array[: stop - start], index, scalars
-                )
+            count = split.count(start, stop)
+            if not count:
+                continue
+            booked = _G2Gather(backend, tag, capacity or count)
+            backend.write_bases_g2(staging, host[start:stop], 0)
+            rows, values = b_g2_batch(split, start, stop)  # host work while the copy runs
+            for k, (index, scalars) in enumerate(capacity_pieces(rows, values, capacity)):
+                if k:
+                    booked = _G2Gather(backend, tag, len(index))
+                acc = acc + booked.msm(staging.array[: stop - start], index, scalars)
+                booked = None
     finally:
+        if booked is not None:
+            booked.free()
         backend.free(staging)
     return acc
+
+
+class _G2Gather:
+    """One G2 MSM's gathered arrays, booked before any is filled: the gathered points,
+    their scalars and the index, in that order (the points and scalars are what the
+    profile's b_g2_msm_staging holds beside the batch; the index is freed before the
+    MSM's temporaries are asked).  `msm` fills them, runs the MSM and frees them all;
+    `free` lets them go unused (on error)."""
+
+    def __init__(self, backend: Device, tag: str, rows: int) -> None:
+        self.backend = backend
+        self.tag = tag
+        self.held: list[DeviceBuffer] = []
+        try:
+            self.points = self._book(backend.alloc_bases_g2(f"{tag}_tail_bases", rows))
+            self.scalars = self._book(backend.alloc(f"{tag}_scalars", (rows, FR_WORDS)))
+            self.index = self._book(backend.alloc(f"{tag}_index", (rows,), np.int32))
+        except BaseException:
+            self.free()
+            raise
+
+    def _book(self, buf: DeviceBuffer) -> DeviceBuffer:
+        self.held.append(buf)
+        return buf
+
+    def msm(self, bases: object, index: np.ndarray, scalars: np.ndarray) -> G2Point:
+        backend = self.backend
+        try:
+            backend.write(self.index, index)
+            backend.gather(f"{self.tag}_tail_bases", bases, self.index.array, out=self.points)
+            self.held.remove(self.index)
+            backend.free(self.index)
+            backend.write(self.scalars, scalars)
+            return backend.msm_g2(self.points.array, self.scalars.array, self.tag)
+        finally:
+            self.free()
+
+    def free(self) -> None:
+        while self.held:
+            self.backend.free(self.held.pop())
 
 
 # --- epilogue, proofs ------------------------------------------------------------------

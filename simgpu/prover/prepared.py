@@ -63,6 +63,13 @@ class QuerySplit:
             self.tail_scalars[t0:t1],
         )
 
+    def count(self, start: int, stop: int) -> int:
+        """How many rows of [start, stop) have a non-zero scalar (ones and tails): what
+        `batch` returns, counted without building it."""
+        o0, o1 = np.searchsorted(self.ones, [start, stop])
+        t0, t1 = np.searchsorted(self.tails, [start, stop])
+        return int(o1 - o0 + t1 - t0)
+
     def batch_maxima(self, batch: int) -> tuple[int, int]:
         """The largest number of ones and of tails in any batch of `batch` rows."""
         edges = np.arange(0, self.length + batch, batch)
