@@ -206,6 +206,58 @@ def test_b_g2_msm_matches_plain_msm_for_any_pool_size() -> None:
         assert b_g2_msm(prepared, pk, threads) == want
 
 
+class _CallLog(CpuDevice):
+    """A CpuDevice that also writes down, in order, each buffer it books and each copy
+    of G2 bases it makes (`("alloc", name)`, `("copy", rows)`)."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.calls: list[tuple[str, object]] = []
+
+    def alloc(self, name, shape, dtype=np.uint32):
+        self.calls.append(("alloc", name))
+        return super().alloc(name, shape, dtype)
+
+    def write_bases_g2(self, buf, host, row=0):
+        self.calls.append(("copy", len(host)))
+        super().write_bases_g2(buf, host, row)
+
+
+@pytest.mark.parametrize("capacity", ["witness", "key"])
+def test_b_g2_msm_on_a_device_books_its_staging_before_each_copy(capacity: str) -> None:
+    """Each batch's gathered points, scalars and index are booked before the batch's
+    bases are copied, so another worker's allocation cannot come between the stage's
+    arrays while the copy runs; the sum is the CPU stage's, and nothing stays booked."""
+    pk, _ = keys("std")
+    prepared = prep(fresh("std"), pk)
+    backend = _CallLog(stream_batch=64, msm_capacity=capacity)
+    assert b_g2_msm(prepared, pk, backend=backend) == b_g2_msm(prepared, pk, 1)
+    assert backend.used() == 0
+    calls = backend.calls
+    assert calls[0] == ("alloc", "b_g2_msm_bases_batch")
+    copies = [i for i, c in enumerate(calls) if c[0] == "copy"]
+    assert len(copies) == -(-prepared.split_b.length // 64)  # every batch of std has a non-zero
+    for i in copies:
+        assert calls[i - 3 : i] == [
+            ("alloc", "b_g2_msm_tail_bases"),
+            ("alloc", "b_g2_msm_scalars"),
+            ("alloc", "b_g2_msm_index"),
+        ]
+
+
+def test_a_refused_b_g2_booking_leaves_nothing_booked() -> None:
+    """A cap that holds the batch's bases but not its gathered points: VramExhausted names
+    the points, and the bases are given back."""
+    pk, _ = keys("std")
+    prepared = prep(fresh("std"), pk)
+    batch_bytes = 64 * 192
+    backend = CpuDevice(vram_limit=batch_bytes + 192, stream_batch=64)
+    with pytest.raises(VramExhausted) as info:
+        b_g2_msm(prepared, pk, backend=backend)
+    assert info.value.buffer == "b_g2_msm_tail_bases"
+    assert backend.used() == 0
+
+
 def test_the_g2_pool_computes_the_same_sum_in_worker_processes(tmp_path) -> None:
     from simgpu.prover.g2pool import G2Pool
     from simgpu.prover.setup import cached_keys, key_path
