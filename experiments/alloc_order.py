@@ -23,8 +23,9 @@ prestage's copy, and whatever was queued before it, has run).
 
 ``--first-cycle`` reads, run by run, the three allocations whose order decided the
 capped group's outcome on the forty-eighth lease: from the first b_g2_msm's first array,
-its second (the gathered points, asked once the first array's copy has left), the next
-worker's prestage, and that worker's H MSM staging.
+its second (the gathered points, asked once the first array's copy had left, until the
+prover booked them together before the copy: groth16._G2Gather), the next worker's
+prestage, and that worker's H MSM staging.
 
 ``--model PROFILE`` puts the model beside the card: each configuration of the records
 run ``--runs`` times in the model, and the same two readings taken from the model's
