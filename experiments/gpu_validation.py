@@ -32,6 +32,7 @@ times alone as timed just before it.
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import gzip
 import itertools
@@ -56,6 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
 STAGES = ("synthesis", "prep", "prestage", "kernels", "b_g2_msm", "epilogue")
 STAGE_TARGET = 0.10  # issue #19: each GPU stage's mean under concurrency within 10%
+VRAM_TARGET = 0.02  # issue #19: peak VRAM within 2%
 
 #: (label, log2 size, design, GPU workers, concurrency, cap); cap None = the whole card,
 #: "tight" = the model's two-lock cap at that size.
@@ -371,6 +373,7 @@ def predict_all(args: argparse.Namespace) -> None:
             raise SystemExit(f"error: no run of {', '.join(args.only)} in the files given")
     table = []
     predicted: dict[tuple, dict] = {}  # one prediction a configuration: its runs share it
+    peaks: dict[tuple, list[float]] = {}
     for r in rows:
         n = r["constraints"]
         key = (n, r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"])
@@ -378,11 +381,13 @@ def predict_all(args: argparse.Namespace) -> None:
             wl = Workload(f"groth16-n{n}", args.partitions, n)
             cfg = config_of(args, r["gpu_workers"], r["concurrency"], r["vram_cap"])
             p = predict(prof, cfg, wl, resolve_design(r["design"]), runs=args.runs)
+            peaks[key] = [run.peak_vram[0] / MiB for run in p.summaries]
             meta = meta_of("predict", r["design"], prof.name, prof.hardware.vram, wl, cfg)
             predicted[key] = build_document(meta, p.aggregate(), p.summaries)
         pred = predicted[key]
         rows_of = {c["metric"]: c for c in compare(pred, r["measured"])}
         rows_of["OOM"]["p"] = pred["oom_risk"]["p"]  # the share of the model's runs out of memory
+        rows_of["peak VRAM (MiB)"]["runs"] = peaks[key]  # each Monte Carlo run's own peak
         table.append((r, rows_of))
     lines = _markdown(table, prof, args)
     print("\n".join(lines))
@@ -519,6 +524,7 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         + ", ".join(f"{k} {100 * v:.1f}%" for k, v in spreads.items())
         + f"; the largest, {100 * spread:.1f}%, is the noise the errors above stand beside.",
         "",
+        *_peak_states(first),
         *_host_speed(table, Path(args.profile)),
         *_anchors(table, prof),
         *_error_by_host_factor(table, args.host_watch, args.calibrate_span),
@@ -579,6 +585,39 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         + ".",
     ]
     return lines
+
+
+def _peak_states(first: dict[str, list]) -> list[str]:
+    """Where the model's runs peak at different heights (they ran out of memory at
+    different points), the table's prediction is the highest, a worst case; this puts
+    each of the card's peaks beside the heights the model's runs reach and how often."""
+    lines = []
+    for label, reps in first.items():
+        model = [round(x) for x in reps[0][1]["peak VRAM (MiB)"].get("runs", [])]
+        if len(set(model)) < 2:
+            continue
+        counts = sorted(collections.Counter(model).items(), key=lambda kv: -kv[1])
+        card = [cc["peak VRAM (MiB)"]["measured"] for _, cc in reps]
+        near = [sum(abs(m / c - 1) <= VRAM_TARGET for m in model) for c in card]
+        lines.append(
+            f"- {label}: the model's runs peak at "
+            + ", ".join(f"{v} MiB ({n} of {len(model)})" for v, n in counts)
+            + "; the card's at "
+            + ", ".join(f"{c:.0f}" for c in card)
+            + f" MiB, {sum(n > 0 for n in near)} of {len(card)} within {100 * VRAM_TARGET:.0f}% of a "
+            "height the model's runs reach (in "
+            + ", ".join(f"{n}" for n in near)
+            + f" of {len(model)} runs)."
+        )
+    if not lines:
+        return []
+    return [
+        "Peak VRAM where the model's runs peak at different heights (the table's prediction is "
+        "their highest):",
+        "",
+        *lines,
+        "",
+    ]
 
 
 def _host_speed(table: list, profile: Path) -> list[str]:

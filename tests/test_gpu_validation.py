@@ -177,3 +177,22 @@ def test_a_profile_and_runs_that_uploaded_a_b_c_differently_are_told_apart():
 def test_the_stored_grid_is_read_as_the_pinned_prover_it_was(monkeypatch, tmp_path):
     # the shipped profile and its lease's grid both pinned a, b and c: no note
     assert "measured a, b and c" not in predict(monkeypatch, tmp_path, "--only", "B")
+
+
+def test_where_the_models_runs_peak_at_different_heights_each_card_peak_is_set_beside_them():
+    """The table's predicted peak is the model runs' highest; where they differ, each of
+    the card's peaks is put beside the heights the model's runs reach (within 2%)."""
+
+    def row(card: float, model: list[float]) -> tuple[dict, dict]:
+        return {}, {"peak VRAM (MiB)": {"measured": card, "runs": model}}
+
+    one_height = {"A": [row(1000.0, [1000.0, 1000.2])]}
+    assert gpu_validation._peak_states(one_height) == []
+    model = [934.0] * 6 + [1030.0] * 3 + [998.0]
+    (head, _, line, _) = gpu_validation._peak_states({"P": [row(998.0, model), row(900.0, model)]})
+    assert head.startswith("Peak VRAM where the model's runs peak at different heights")
+    assert line == (
+        "- P: the model's runs peak at 934 MiB (6 of 10), 1030 MiB (3 of 10), 998 MiB (1 of 10); "
+        "the card's at 998, 900 MiB, 1 of 2 within 2% of a height the model's runs reach "
+        "(in 1, 0 of 10 runs)."
+    )
