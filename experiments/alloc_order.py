@@ -216,15 +216,22 @@ def print_first_cycles(runs: list[tuple[Path, dict]]) -> None:
     def ms(x: float | None) -> str:
         return "-" if x is None else f"{1e3 * x:.1f}"
 
+    tally: dict[bool, list[int]] = {True: [0, 0], False: [0, 0]}  # between -> [runs, out of memory]
     for path, r in runs:
         c = first_cycle(r["alloc_trace"])
         if c is None:
             continue
-        oom = "yes" if r["measured"]["oom_events"] else "no"
+        oom = bool(r["measured"]["oom_events"])
+        tally[between(c)][0] += 1
+        tally[between(c)][1] += oom
         print(
-            f"| {r['label']}{r['repeat']} ({path.name}) | {oom} | {ms(c.second_array)} | {ms(c.prestage)} | "
-            f"{ms(c.h_msm)} | {'yes' if between(c) else 'no'} |"
+            f"| {r['label']}{r['repeat']} ({path.name}) | {'yes' if oom else 'no'} | {ms(c.second_array)} | "
+            f"{ms(c.prestage)} | {ms(c.h_msm)} | {'yes' if between(c) else 'no'} |"
         )
+    print(
+        f"\nSecond array between the two: {tally[True][0]} runs, {tally[True][1]} out of memory; "
+        f"after: {tally[False][0]} runs, {tally[False][1]} out of memory."
+    )
 
 
 def print_cycles(runs: list[dict]) -> None:

@@ -108,6 +108,33 @@ def test_the_first_cycle_is_read_from_the_first_b_g2_msm_call():
     assert alloc_order.first_cycle(rows[1:3]) is None
 
 
+def test_the_first_cycles_table_counts_each_order_beside_its_outcome(capsys):
+    """Two runs of the trace above in MiB: one as it is (the points between, out of
+    memory), one with the points asked after the H MSM (completed)."""
+    from pathlib import Path
+
+    mib = 1 << 20
+
+    def run(points_at: float, oom: bool) -> dict:
+        rows = [
+            (1.0000, "w0", "b_g2_msm", "malloc", 193 * mib, 1, 0, 0),
+            (1.0005, "w1", "prestage", "malloc", 128 * mib, 2, 0, 0),
+            (points_at, "w0", "b_g2_msm", "malloc", 98 * mib, 5, 0, 0),
+            (1.0400, "w1", "kernels.h_msm", "malloc", 384 * mib, 6, 0, 0),
+        ]
+        rows.sort()
+        measured = {"oom_events": [{}] if oom else []}
+        return {"label": "I", "repeat": 1, "alloc_trace": rows, "measured": measured}
+
+    alloc_order.print_first_cycles([(Path("a.json"), run(1.018, True)), (Path("b.json"), run(1.045, False))])
+    out = capsys.readouterr().out
+    assert "| I1 (a.json) | yes | 18.0 | 0.5 | 40.0 | yes |" in out
+    assert "| I1 (b.json) | no | 45.0 | 0.5 | 40.0 | no |" in out
+    assert out.rstrip().endswith(
+        "Second array between the two: 1 runs, 1 out of memory; after: 1 runs, 0 out of memory."
+    )
+
+
 def test_the_model_is_read_as_the_card_is():
     """--model reads the model's runs of a record's configuration as the card's trace is
     read: on the tiny profile, one GPU worker alone, each cycle reaches the H MSM's
