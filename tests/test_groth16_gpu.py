@@ -326,6 +326,42 @@ def test_b_g2_msm_sized_by_the_key_takes_the_same_pool_bytes_for_every_witness(k
     assert len(peaks["key"]) == 1 and len(peaks["witness"]) > 1, peaks
 
 
+def test_b_g2_msm_books_each_batchs_arrays_together_in_the_pools_own_trace(key_dir: Path) -> None:
+    """CuPy's pool, traced (AllocTrace): the bases batch first, then for every batch its
+    gathered points, their scalars and the index back to back, before anything is freed
+    (the batch's copy comes after them); the sum is the CPU stage's."""
+    from simgpu.prover.device import AllocTrace
+    from simgpu.prover.groth16 import b_g2_msm
+
+    pk, _ = keys_for(16, key_dir)
+    batch = 1 << 13
+    backend = cupy_backend(stream_batch=batch)
+    prepared = prep(synthesize(pk.spec, 5), pk)
+    b_g2_msm(prepared, pk, backend=backend)  # warm-up
+    trace = backend.alloc_trace = AllocTrace()
+    try:
+        with backend.peak_scope("b_g2_msm"):
+            got = b_g2_msm(prepared, pk, backend=backend)
+    finally:
+        backend.alloc_trace = None
+    assert got == b_g2_msm(prepared, pk, THREADS)
+    ops = [(op, nbytes) for _, _, _, op, nbytes, *_ in trace.rows if op in ("malloc", "free")]
+
+    def near(got: tuple[str, int], want_bytes: int) -> bool:
+        return got[0] == "malloc" and 0 <= got[1] - want_bytes < 512  # CuPy rounds up to 512 B
+
+    assert near(ops[0], batch * 192)
+    split, i, seen = prepared.split_b, 1, 0
+    for start in range(0, split.length, batch):
+        n = split.count(start, min(start + batch, split.length))
+        if not n:
+            continue
+        i = next(j for j in range(i, len(ops)) if near(ops[j], n * 192))
+        assert near(ops[i + 1], n * 32) and near(ops[i + 2], n * 4), ops[i : i + 3]
+        i, seen = i + 3, seen + 1
+    assert seen > 1  # several batches
+
+
 def test_setup_on_gpu_matches_setup_on_cpu() -> None:
     spec = CircuitSpec(log_constraints=8, public_inputs=2, seed=5)
     gpu_pk, gpu_vk = setup(spec, seed=3, backend=cupy_backend())
