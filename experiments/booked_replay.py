@@ -93,23 +93,25 @@ def main() -> None:
             limit = r["vram_cap"] - base
             refused = [(i, int(row[4])) for i, row in enumerate(rows) if row[3] == "malloc" and not row[5]]
             card = refused[0] if refused else None
-            asked, now = first_refusal(rows, limit), first_refusal(booked(rows, size), limit)
+            moved = booked(rows, size)
+            asked, now = first_refusal(rows, limit), first_refusal(moved, limit)
             tally[(card is not None, now is not None)] += 1
             same += asked == card
 
-            def cell(x: tuple[int, int] | None) -> str:
-                return "none" if x is None else f"row {x[0]}, {x[1] / MiB:.0f} MiB"
+            def cell(x: tuple[int, int] | None, order: Sequence[Sequence[Any]]) -> str:
+                return "none" if x is None else f"row {x[0]}, {order[x[0]][2]} {x[1] / MiB:.1f} MiB"
 
             print(
-                f"| {r['label']}{r['repeat']} ({path.name}) | {r['vram_cap'] // MiB} | {cell(card)} | "
-                f"{cell(asked)} | {cell(now)} |"
+                f"| {r['label']}{r['repeat']} ({path.name}) | {r['vram_cap'] // MiB} | {cell(card, rows)} | "
+                f"{cell(asked, rows)} | {cell(now, moved)} |"
             )
-    ran_out = tally[(True, True)] + tally[(True, False)]
+    ran_out = tally[(True, True)] + tally[(True, False)]  # runs with a refusal on the card
     completed = tally[(False, True)] + tally[(False, False)]
     print(
         f"\nReplayed as asked, {same} of {ran_out + completed} runs refuse first where the card did.  Of "
-        f"{ran_out} runs that ran out of memory on the card, {tally[(True, False)]} replay without a "
-        f"refusal when booked; of {completed} that did not, {tally[(False, True)]} replay with one."
+        f"{ran_out} runs in which the card refused an allocation (a flush and a retry can still serve "
+        f"it), {tally[(True, False)]} replay without a refusal when booked; of {completed} in which it "
+        f"refused none, {tally[(False, True)]} replay with one."
     )
 
 
