@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simgpu.devicepool import replay
+from simgpu.devicepool import held_before, replay
 
 MiB = 1 << 20
 #: The prover's b_g2_msm allocations after its bases batch that it now books with it.
@@ -88,9 +88,7 @@ def main() -> None:
             size = batch_size(rows or [])
             if not rows or not r["vram_cap"] or size is None:
                 continue
-            first = rows[0]
-            base = first[7] - (first[4] if first[3] == "grow" else 0)  # the key's, before the trace
-            limit = r["vram_cap"] - base
+            limit = r["vram_cap"] - held_before(rows)
             refused = [(i, int(row[4])) for i, row in enumerate(rows) if row[3] == "malloc" and not row[5]]
             card = refused[0] if refused else None
             moved = booked(rows, size)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from simgpu.devicepool import replay
+from simgpu.devicepool import held_before, replay
 
 MiB = 1 << 20
 
@@ -34,10 +34,7 @@ def main() -> None:
             rows = r.get("alloc_trace")
             if not rows or not r["vram_cap"]:
                 continue
-            # what the pool held before the trace began (the key's resident arrays): the
-            # first row's total less what that row itself added
-            first = rows[0]
-            base = first[7] - (first[4] if first[3] == "grow" else 0)
+            base = held_before(rows)
             model = replay(rows, r["vram_cap"] - base)
             at = [i for i, row in enumerate(rows) if row[3] != "grow"]  # a grow precedes its malloc
             near = sum(abs(model.reserved[i] + base - rows[i][7]) <= MiB for i in at) / len(at)

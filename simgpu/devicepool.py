@@ -204,6 +204,14 @@ class Replayed:
     disagree: list[int]
 
 
+def held_before(rows: list) -> int:
+    """What a real pool held before its trace began (the key's resident arrays): the
+    first row's total less what that row itself added.  A trace's cap less this is the
+    `limit` to replay it under."""
+    first = rows[0]
+    return int(first[7]) - (int(first[4]) if first[3] == "grow" else 0)
+
+
 def replay(rows: list, limit: int, pool: type = CachingPool) -> Replayed:
     """Replay a device pool's real trace (simgpu.prover.device.AllocTrace rows: op, bytes
     and address at 3-5) through a model pool capped at `limit`, to compare the two row by

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simgpu.config import PipelineConfig
-from simgpu.devicepool import UNIT, CachingPool, cut, replay
+from simgpu.devicepool import UNIT, CachingPool, cut, held_before, replay
 from simgpu.errors import UserError, VramExhausted
 from simgpu.ledger import vram_ledger
 from simgpu.model.sim import SimRuntime
@@ -108,6 +108,15 @@ def test_a_replay_names_the_rows_the_model_gets_otherwise():
     got = replay(rows, 192 * MiB)
     assert got.disagree == [3]
     assert got.reserved[-1] == 64 * MiB  # the refused array was never made
+
+
+def test_what_the_pool_held_before_its_trace_is_the_first_rows_total_less_its_own_growth():
+    """A trace that opens on a 64 MiB growth with 100 MiB in the pool held 36 before it;
+    one that opens on a malloc served from the cache held its whole total."""
+    grow = (0.0, "w0", "kernels", "grow", 64 * MiB, 0xA000, 36 * MiB, 100 * MiB)
+    served = (0.0, "w0", "kernels", "malloc", 8 * MiB, 0xB000, 44 * MiB, 100 * MiB)
+    assert held_before([grow, served]) == 36 * MiB
+    assert held_before([served]) == 100 * MiB
 
 
 def test_a_ledger_with_the_pool_refuses_and_names_what_the_cap_has_left():
