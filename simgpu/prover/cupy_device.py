@@ -235,9 +235,11 @@ class CupyDevice:
 
     def gather(self, name: str, src: Any, index: Any, out: DeviceBuffer | None = None) -> DeviceBuffer:
         own = out is None
-        if out is None:
-            out = self.alloc(name, (int(index.shape[0]),) + tuple(src.shape[1:]), src.dtype)
-        target = out
+        target = (
+            out
+            if out is not None
+            else self.alloc(name, (int(index.shape[0]),) + tuple(src.shape[1:]), src.dtype)
+        )
         try:
             with self.cp.cuda.Device(self.device):
                 self._guarded(name, lambda: self.cp.take(src, index, axis=0, out=target.array))
