@@ -17,13 +17,51 @@
 # Carry .whl, out/cubins.txz and out/h100-cupy-key.toml; `bash experiments/leases/aside.sh
 # out lean gpu` before the call, `in` after.
 #
-#   bash experiments/leases/device_lease50.sh [END]
+#   call 2 (540 s), on the same machine: the grid A-R at 2176 MiB with the booked prover
+#   (every configuration's OOM outcome and peak VRAM, P and H among them) and I, J, K at
+#   2096 MiB twice, just under the model's edge.
+#   call 3 (540 s): calibrate on this VM (as the forty-sixth lease's call 2), then A-G with it.
+#   call 4 (300 s): H-K-P and L-R with call 3's profile (carried back as out/h100-lease50-3.toml).
+#   call 5 (240 s): I, J, K traced with call 3's profile at 2176 MiB five times, 2112 twice
+#   (call 4's second run lost one of I's proofs at 2176).
+# Call 1 ran as `device_lease50.sh 540` before call 2 was written; it is now call 1.
+#
+#   bash experiments/leases/device_lease50.sh 1|2|3|4|5 [END]
 source "$(dirname "$0")/lease_lib.sh"
-lease_start lease50 1 "${1:-540}"
+lease_start lease50 "${1:-1}" "${2:-540}"
 lease_watch
 export CONTENTION=2^22
-lease_uncalibrated
+[ "$CALL" = 3 ] || lease_uncalibrated
 echo "kernel: $(uname -r); python: $(python3 -V); profile: $PROFILE"
+if [ "$CALL" = 3 ]; then
+  rm -f "$PROFILE"
+  calibrate_spanned 380 --msm-capacity key --pairing-sizes 2^20
+  grep -E "pins of|locks of|^missing" "$LOGS/calibrate.log"
+  lease_validate "$(until_ "$END")" grid-A-G 2176 --only A B C D E F G
+  lease_finish; exit
+fi
+if [ "$CALL" = 4 ]; then
+  cp out/h100-lease50-3.toml "$PROFILE"
+  lease_validate "$(until_ $((SECONDS + 150)))" grid-H-K-P 2176 --only H I J K P
+  lease_validate "$(until_ "$END")" grid-L-R 2176 --only L M N O Q R
+  lease_finish; exit
+fi
+if [ "$CALL" = 5 ]; then
+  cp out/h100-lease50-3.toml "$PROFILE"
+  for run in 2176-1 2176-2 2112-1 2176-3 2176-4 2112-2 2176-5; do
+    lease_validate "$(until_ $((SECONDS + 40)))" "traced-$run" "${run%-*}" --only I J K --alloc-trace I J K
+  done
+  lease_finish; exit
+fi
+if [ "$CALL" = 2 ]; then
+  lease_validate "$(until_ $((SECONDS + 110)))" booked-A-G 2176 --only A B C D E F G
+  lease_validate "$(until_ $((SECONDS + 200)))" booked-H-K-P 2176 --only H I J K P
+  for run in 2096-1 2096-2; do
+    lease_validate "$(until_ $((SECONDS + 30)))" "booked-$run" "${run%-*}" --only I J K
+  done
+  lease_validate "$(until_ "$END")" booked-L-R 2176 --only L M N O Q R
+  lease_finish; exit
+fi
 timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_transfer_gpu.py \
   tests/test_kernels_gpu.py tests/test_groth16_gpu.py tests/test_pool_replay_gpu.py \
   > "$LOGS/pytest-gpu.log" 2>&1
