@@ -205,33 +205,44 @@ def first_cycle(rows: list, stage: str = "b_g2_msm", min_bytes: int = 20 * MiB) 
 
 
 def print_first_cycles(runs: list[tuple[Path, dict]]) -> None:
-    """Per run: the first cycle's order, and whether the run ran out of memory."""
+    """Per run: the first cycle's order, and whether the run ran out of memory; then the
+    two orders' counts under each cap (a run's outcome means nothing beside another cap's)."""
     print(
         "From the first b_g2_msm's first allocation, ms: its second array, the next worker's "
         "prestage, that worker's H MSM staging\n"
     )
-    print("| run | out of memory | second array | prestage | H MSM | second array between the two |")
-    print("|---|---|---:|---:|---:|---|")
+    print(
+        "| run | cap MiB | out of memory | second array | prestage | H MSM "
+        "| second array between the two |"
+    )
+    print("|---|---:|---|---:|---:|---:|---|")
 
     def ms(x: float | None) -> str:
         return "-" if x is None else f"{1e3 * x:.1f}"
 
-    tally: dict[bool, list[int]] = {True: [0, 0], False: [0, 0]}  # between -> [runs, out of memory]
+    # cap -> between -> [runs, out of memory]
+    tally: dict[str, dict[bool, list[int]]] = {}
     for path, r in runs:
         c = first_cycle(r["alloc_trace"])
         if c is None:
             continue
         oom = bool(r["measured"]["oom_events"])
-        tally[between(c)][0] += 1
-        tally[between(c)][1] += oom
+        cap = "card" if r.get("vram_cap") is None else f"{r['vram_cap'] / MiB:.0f}"
+        counts = tally.setdefault(cap, {True: [0, 0], False: [0, 0]})
+        counts[between(c)][0] += 1
+        counts[between(c)][1] += oom
         print(
-            f"| {r['label']}{r['repeat']} ({path.name}) | {'yes' if oom else 'no'} | {ms(c.second_array)} | "
-            f"{ms(c.prestage)} | {ms(c.h_msm)} | {'yes' if between(c) else 'no'} |"
+            f"| {r['label']}{r['repeat']} ({path.name}) | {cap} | {'yes' if oom else 'no'} | "
+            f"{ms(c.second_array)} | {ms(c.prestage)} | {ms(c.h_msm)} | {'yes' if between(c) else 'no'} |"
         )
-    print(
-        f"\nSecond array between the two: {tally[True][0]} runs, {tally[True][1]} out of memory; "
-        f"after: {tally[False][0]} runs, {tally[False][1]} out of memory."
-    )
+    print()
+    for cap, counts in sorted(tally.items()):
+        where = "On the whole card" if cap == "card" else f"At {cap} MiB"
+        (nb, ob), (na, oa) = counts[True], counts[False]
+        print(
+            f"{where}, second array between the two: {nb} runs, {ob} out of memory; "
+            f"after: {na} runs, {oa} out of memory."
+        )
 
 
 def print_cycles(runs: list[dict]) -> None:

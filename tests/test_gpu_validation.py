@@ -124,14 +124,19 @@ def test_the_first_cycles_table_counts_each_order_beside_its_outcome(capsys):
         ]
         rows.sort()
         measured = {"oom_events": [{}] if oom else []}
-        return {"label": "I", "repeat": 1, "alloc_trace": rows, "measured": measured}
+        return {"label": "I", "repeat": 1, "vram_cap": 2176 * mib, "alloc_trace": rows, "measured": measured}
 
-    alloc_order.print_first_cycles([(Path("a.json"), run(1.018, True)), (Path("b.json"), run(1.045, False))])
+    other_cap = dict(run(1.045, True), vram_cap=2080 * mib)
+    alloc_order.print_first_cycles(
+        [(Path("a.json"), run(1.018, True)), (Path("b.json"), run(1.045, False)), (Path("c.json"), other_cap)]
+    )
     out = capsys.readouterr().out
-    assert "| I1 (a.json) | yes | 18.0 | 0.5 | 40.0 | yes |" in out
-    assert "| I1 (b.json) | no | 45.0 | 0.5 | 40.0 | no |" in out
+    assert "| I1 (a.json) | 2176 | yes | 18.0 | 0.5 | 40.0 | yes |" in out
+    assert "| I1 (b.json) | 2176 | no | 45.0 | 0.5 | 40.0 | no |" in out
     assert out.rstrip().endswith(
-        "Second array between the two: 1 runs, 1 out of memory; after: 1 runs, 0 out of memory."
+        "At 2080 MiB, second array between the two: 0 runs, 0 out of memory; "
+        "after: 1 runs, 1 out of memory.\n"
+        "At 2176 MiB, second array between the two: 1 runs, 1 out of memory; after: 1 runs, 0 out of memory."
     )
 
 
