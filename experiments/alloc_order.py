@@ -212,8 +212,7 @@ def print_first_cycles(runs: list[tuple[Path, dict]]) -> None:
         "prestage, that worker's H MSM staging\n"
     )
     print(
-        "| run | cap MiB | out of memory | second array | prestage | H MSM "
-        "| second array between the two |"
+        "| run | cap MiB | out of memory | second array | prestage | H MSM | second array between the two |"
     )
     print("|---|---:|---|---:|---:|---:|---|")
 
