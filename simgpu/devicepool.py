@@ -212,6 +212,24 @@ def held_before(rows: list) -> int:
     return int(first[7]) - (int(first[4]) if first[3] == "grow" else 0)
 
 
+def holders(rows: list, upto: int) -> dict[tuple[str, str], int]:
+    """Who holds the arrays a real trace has live just before row `upto`: bytes per
+    (thread, stage), by the stage that asked for each array.  Arrays older than the trace
+    are not in it (`held_before` counts them), and an address allocated again before its
+    free was seen counts once, as `replay` reads it."""
+    live: dict[int, tuple[str, str, int]] = {}
+    for row in rows[:upto]:
+        op, ptr = row[3], int(row[5])
+        if op == "malloc" and ptr:
+            live[ptr] = (row[1], row[2], int(row[4]))
+        elif op == "free":
+            live.pop(ptr, None)
+    out: dict[tuple[str, str], int] = {}
+    for thread, stage, nbytes in live.values():
+        out[thread, stage] = out.get((thread, stage), 0) + nbytes
+    return out
+
+
 def replay(rows: list, limit: int, pool: type = CachingPool) -> Replayed:
     """Replay a device pool's real trace (simgpu.prover.device.AllocTrace rows: op, bytes
     and address at 3-5) through a model pool capped at `limit`, to compare the two row by

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simgpu.config import PipelineConfig
-from simgpu.devicepool import UNIT, CachingPool, cut, held_before, replay
+from simgpu.devicepool import UNIT, CachingPool, cut, held_before, holders, replay
 from simgpu.errors import UserError, VramExhausted
 from simgpu.ledger import vram_ledger
 from simgpu.model.sim import SimRuntime
@@ -108,6 +108,23 @@ def test_a_replay_names_the_rows_the_model_gets_otherwise():
     got = replay(rows, 192 * MiB)
     assert got.disagree == [3]
     assert got.reserved[-1] == 64 * MiB  # the refused array was never made
+
+
+def test_the_holders_at_a_row_are_the_live_arrays_by_thread_and_stage():
+    """Just before the refused row of the trace above: w1's prestage holds its 8 MiB, w0's
+    64 MiB was freed; the refused request (address 0) and a free of an array older than
+    the trace count for nobody."""
+    rows = [
+        (0.0, "w0", "kernels", "malloc", 64 * MiB, 0xA000, 64 * MiB, 64 * MiB),
+        (0.1, "w0", "kernels", "free", 64 * MiB, 0xA000, 0, 64 * MiB),
+        (0.2, "w1", "prestage", "malloc", 8 * MiB, 0xA000, 8 * MiB, 64 * MiB),
+        (0.25, "w1", "prestage", "malloc", 2 * MiB, 0xB000, 10 * MiB, 64 * MiB),
+        (0.26, "w0", "free", "free", 4 * MiB, 0xF000, 10 * MiB, 64 * MiB),
+        (0.3, "w0", "kernels", "malloc", 60 * MiB, 0, 10 * MiB, 64 * MiB),
+    ]
+    assert holders(rows, 5) == {("w1", "prestage"): 10 * MiB}
+    assert holders(rows, 1) == {("w0", "kernels"): 64 * MiB}
+    assert holders(rows + [rows[5]], 7) == {("w1", "prestage"): 10 * MiB}
 
 
 def test_what_the_pool_held_before_its_trace_is_the_first_rows_total_less_its_own_growth():
