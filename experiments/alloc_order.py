@@ -25,7 +25,9 @@ prestage's copy, and whatever was queued before it, has run).
 capped group's outcome on the forty-eighth lease: from the first b_g2_msm's first array,
 its second (the gathered points, asked once the first array's copy had left, until the
 prover booked them together before the copy: groth16._G2Gather), the next worker's
-prestage, and that worker's H MSM staging.
+prestage, and that worker's H MSM staging; then, under each cap, how many runs had the
+second array between the other two, how many after, and how many of each ran out of
+memory.
 
 ``--model PROFILE`` puts the model beside the card: each configuration of the records
 run ``--runs`` times in the model, and the same two readings taken from the model's
