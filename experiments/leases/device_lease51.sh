@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The fifty-first lease, planned after the fiftieth (issue #19 item 5 on an H200: the
+# target row in docs/validation.md still reads the forty-seventh lease's grid, on the
+# prover before b_g2_msm booked its staging whole).  No H200 has come since the
+# forty-seventh; the fiftieth's H100 read the booked prover (docs/validation-log.md).
+# On an H200, calibrate and validate on the one machine, as the forty-seventh did:
+#   call 1 (560 s): calibrate (380 s), then A-G.
+#   call 2 (560 s): the GPU tests in suite order, then H-K-P and L-R.
+#   call 3 (what is left, END as the budget allows): H-K-P, L-R and A-G again (the
+#           repeats that give the run-to-run spread).
+# On an H100 (no calibrate; the fiftieth lease's calibration carried as
+# out/h100-cupy-key.toml: `cp docs/data/h100-2026-12-07/call3/h100-cupy-key.toml out/`
+# first): call 1 runs I, J, K traced at 2176 MiB until END, the
+# remaining race's share (3 of 21 runs there on the fiftieth lease, the model's 0.04).
+# Carry .whl and out/cubins.txz (and out/h100-cupy-key.toml on an H100); `bash
+# experiments/leases/aside.sh out lean gpu` before each call, `in` after.
+#
+#   bash experiments/leases/device_lease51.sh 1|2|3 [END]
+source "$(dirname "$0")/lease_lib.sh"
+lease_start lease51 "${1:?which call: 1, 2 or 3}" "${2:-560}"
+lease_watch
+export CONTENTION=2^22
+echo "kernel: $(uname -r); python: $(python3 -V); profile: $PROFILE"
+case "$PROFILE:$CALL" in
+  *h200*:1)
+    rm -f "$PROFILE"
+    calibrate_spanned 380 --msm-capacity key --pairing-sizes 2^20
+    lease_validate "$(until_ "$END")" grid-A-G 2176 --only A B C D E F G
+    ;;
+  *h200*:2)
+    timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_transfer_gpu.py \
+      tests/test_kernels_gpu.py tests/test_groth16_gpu.py tests/test_pool_replay_gpu.py \
+      > "$LOGS/pytest-gpu.log" 2>&1
+    echo "pytest -m gpu rc=$? at $SECONDS s"; tail -1 "$LOGS/pytest-gpu.log"
+    lease_validate "$(until_ $((SECONDS + 200)))" grid-H-K-P 2176 --only H I J K P
+    lease_validate "$(until_ "$END")" grid-L-R 2176 --only L M N O Q R
+    ;;
+  *h200*:3)
+    lease_validate "$(until_ $((SECONDS + 120)))" grid-H-K-P-2 2176 --only H I J K P
+    lease_validate "$(until_ $((SECONDS + 100)))" grid-L-R-2 2176 --only L M N O Q R
+    lease_validate "$(until_ "$END")" grid-A-G-2 2176 --only A B C D E F G
+    ;;
+  *:1)
+    lease_uncalibrated || exit 1
+    n=1 first=110  # a fresh machine's first run also loads the 2^22 keys (over 60 s)
+    while [ "$((END - SECONDS))" -gt 40 ]; do
+      lease_validate "$(until_ $((SECONDS + first)))" "traced-2176-$n" 2176 --only I J K --alloc-trace I J K
+      n=$((n + 1)) first=40
+    done
+    ;;
+  *) echo "no call $CALL on this card" ;;
+esac
+lease_finish
