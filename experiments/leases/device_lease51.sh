@@ -28,6 +28,7 @@ case "$PROFILE:$CALL" in
     lease_validate "$(until_ "$END")" grid-A-G 2176 --only A B C D E F G
     ;;
   *h200*:2)
+    lease_uncalibrated  # call 1's profile, kept on the machine; on a fresh one, h200-cupy as shipped
     timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_transfer_gpu.py \
       tests/test_kernels_gpu.py tests/test_groth16_gpu.py tests/test_pool_replay_gpu.py \
       > "$LOGS/pytest-gpu.log" 2>&1
@@ -36,6 +37,7 @@ case "$PROFILE:$CALL" in
     lease_validate "$(until_ "$END")" grid-L-R 2176 --only L M N O Q R
     ;;
   *h200*:3)
+    lease_uncalibrated
     lease_validate "$(until_ $((SECONDS + 120)))" grid-H-K-P-2 2176 --only H I J K P
     lease_validate "$(until_ $((SECONDS + 100)))" grid-L-R-2 2176 --only L M N O Q R
     lease_validate "$(until_ "$END")" grid-A-G-2 2176 --only A B C D E F G
