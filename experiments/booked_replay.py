@@ -10,7 +10,9 @@ allocations up to just after its bases batch, and replays both orders through th
 model's caching pool (simgpu.devicepool, which replays the card's own order exactly:
 experiments/pool_replay.py), up to the run's first refusal.  Every other allocation keeps
 the card's order, so this isolates the change; what a run would do after its first
-refusal is not read.
+refusal is not read.  On the booked prover's own traces the two orders are one (the
+fiftieth lease: 30 of 30 runs refuse first where the card did, both ways), and the
+refusals it left on the earlier traces are the ones the card then showed.
 
     python experiments/booked_replay.py docs/data/h100-2026-12-06t/call*/alloc-IJK-*.json.gz
 """

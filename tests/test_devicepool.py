@@ -125,6 +125,9 @@ def test_the_holders_at_a_row_are_the_live_arrays_by_thread_and_stage():
     assert holders(rows, 5) == {("w1", "prestage"): 10 * MiB}
     assert holders(rows, 1) == {("w0", "kernels"): 64 * MiB}
     assert holders(rows + [rows[5]], 7) == {("w1", "prestage"): 10 * MiB}
+    # an address asked again before its free was seen holds the later array only
+    again = (0.27, "w0", "kernels", "malloc", 1 * MiB, 0xB000, 9 * MiB, 64 * MiB)
+    assert holders(rows[:5] + [again], 6) == {("w1", "prestage"): 8 * MiB, ("w0", "kernels"): 1 * MiB}
 
 
 def test_what_the_pool_held_before_its_trace_is_the_first_rows_total_less_its_own_growth():
