@@ -234,20 +234,17 @@ class CupyDevice:
         buf.array = None  # the last reference: the block goes back to the pool
 
     def gather(self, name: str, src: Any, index: Any, out: DeviceBuffer | None = None) -> DeviceBuffer:
-        own = out is None
-        target = (
-            out
-            if out is not None
-            else self.alloc(name, (int(index.shape[0]),) + tuple(src.shape[1:]), src.dtype)
-        )
+        own = out is None  # a buffer made here is freed here on failure; a booked one is the caller's
+        if own:
+            out = self.alloc(name, (int(index.shape[0]),) + tuple(src.shape[1:]), src.dtype)
         try:
             with self.cp.cuda.Device(self.device):
-                self._guarded(name, lambda: self.cp.take(src, index, axis=0, out=target.array))
+                self._guarded(name, lambda: self.cp.take(src, index, axis=0, out=out.array))
         except BaseException:
             if own:
-                self.free(target)
+                self.free(out)
             raise
-        return target
+        return out
 
     # --- arithmetic (the CUDA kernels) --------------------------------------------------
     def compute_h(self, a: Any, b: Any, c: Any) -> None:
