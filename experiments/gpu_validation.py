@@ -85,13 +85,18 @@ GRID: list[tuple[str, int, str, int, int, str | None]] = [
 REPEATED = ("B", "D", "E")
 
 
-def config_of(args: argparse.Namespace, gw: int, j: int, cap: int | None) -> PipelineConfig:
+def config_of(
+    args: argparse.Namespace, gw: int, j: int, cap: int | None, retries: int | None = None
+) -> PipelineConfig:
+    """One configuration of the grid; `retries` (a run's own, where it recorded one, else
+    --retries) re-queues a partition after VramExhausted, on the card as in the model."""
     return PipelineConfig(
         proofs=args.proofs,
         concurrency=j,
         gpu_workers_per_device=gw,
         partition_workers=args.partition_workers,
         vram=cap,
+        retries=getattr(args, "retries", 0) if retries is None else retries,
     )
 
 
@@ -223,6 +228,7 @@ def measure(args: argparse.Namespace) -> None:
                         "gpu_workers": gw,
                         "concurrency": j,
                         "vram_cap": cap,
+                        "retries": cfg.retries,
                         "measured": doc,
                         # the pool's cache given back under memory pressure (CupyDevice.flush)
                         "pool_flushes": _flushes(ex) - flushes,
@@ -371,15 +377,19 @@ def predict_all(args: argparse.Namespace) -> None:
         rows = [r for r in rows if r["label"] in args.only]
         if not rows:
             raise SystemExit(f"error: no run of {', '.join(args.only)} in the files given")
+    for r in rows:
+        if r.get("retries"):  # another configuration than the grid's: its own row ("J/r1")
+            r["label"] = f"{r['label']}/r{r['retries']}"
     table = []
     predicted: dict[tuple, dict] = {}  # one prediction a configuration: its runs share it
     peaks: dict[tuple, list[float]] = {}
     for r in rows:
         n = r["constraints"]
-        key = (n, r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"])
+        retries = r.get("retries", 0)  # runs before --retries kept cuzk's 0
+        key = (n, r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"], retries)
         if key not in predicted:
             wl = Workload(f"groth16-n{n}", args.partitions, n)
-            cfg = config_of(args, r["gpu_workers"], r["concurrency"], r["vram_cap"])
+            cfg = config_of(args, r["gpu_workers"], r["concurrency"], r["vram_cap"], retries)
             p = predict(prof, cfg, wl, resolve_design(r["design"]), runs=args.runs)
             peaks[key] = [run.peak_vram[0] / MiB for run in p.summaries]
             meta = meta_of("predict", r["design"], prof.name, prof.hardware.vram, wl, cfg)
@@ -830,10 +840,11 @@ def _per_run(
         if made is None:
             continue
         variant, tag = made
-        key = (r["constraints"], r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"], tag)
+        retries = r.get("retries", 0)
+        key = (r["constraints"], r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"], retries, tag)
         if key not in cache:
             n = r["constraints"]
-            cfg = config_of(args, r["gpu_workers"], r["concurrency"], r["vram_cap"])
+            cfg = config_of(args, r["gpu_workers"], r["concurrency"], r["vram_cap"], retries)
             wl = Workload(f"groth16-n{n}", args.partitions, n)
             p = predict(variant, cfg, wl, resolve_design(r["design"]), runs=args.runs)
             cache[key] = p.aggregate()
@@ -1016,6 +1027,13 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--proofs", type=int, default=6)
     ap.add_argument("--partition-workers", type=int, default=8)
+    ap.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        help="measure: re-queue a partition this many times after VramExhausted ([run] retries; "
+        "cuzk's and the grid's 0); predict reads each run's own",
+    )
     ap.add_argument(
         "--abc-upload",
         choices=("pinned", "staged"),

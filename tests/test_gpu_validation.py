@@ -228,3 +228,23 @@ def test_where_the_models_runs_peak_at_different_heights_each_card_peak_is_set_b
         "the card's at 998, 900 MiB, 1 of 2 within 2% of a height the model's runs reach "
         "(in 1, 0 of 10 runs)."
     )
+
+
+def test_a_run_with_retries_is_predicted_with_them_in_a_row_of_its_own(monkeypatch, tmp_path):
+    """`measure --retries 1` records the run's retries; predict then gives that run its
+    own row ('A/r1'), predicted with the partition re-queued after VramExhausted as on
+    the card, beside the grid's A (cuzk's 0)."""
+    import json
+
+    runs = [r for r in gpu_validation.read_runs(GRID) if r["label"] == "A"]
+    again = [dict(runs[0], retries=1)]
+    more = tmp_path / "retried.json"
+    more.write_text(json.dumps(again))
+    text = predict(monkeypatch, tmp_path, "--only", "A", "--more-json", str(more))
+    block = text.split("<!-- gpu-validation -->")[1].split("<!-- /gpu-validation -->")[0]
+    rows = [line.split("|")[1].strip() for line in block.splitlines() if line.startswith("| ")]
+    assert "A" in rows and "A/r1" in rows
+    assert "| A/r1 | 2^22 | single-lock | 1 |" in block and "| 1 | " in block.split("| A/r1 |")[1]
+    ns = gpu_validation.argparse.Namespace(proofs=6, partition_workers=8, retries=0)
+    assert gpu_validation.config_of(ns, 2, 3, None, 1).retries == 1
+    assert gpu_validation.config_of(ns, 2, 3, None).retries == 0
