@@ -398,8 +398,9 @@ def predict_all(args: argparse.Namespace) -> None:
         rows_of = {c["metric"]: c for c in compare(pred, r["measured"])}
         rows_of["OOM"]["p"] = pred["oom_risk"]["p"]  # the share of the model's runs out of memory
         rows_of["peak VRAM (MiB)"]["runs"] = peaks[key]  # each Monte Carlo run's own peak
+        rows_of["proofs failed"]["runs"] = [run["failed"] for run in pred["runs"]]
         table.append((r, rows_of))
-    lines = _markdown(table, prof, args)
+    lines = _markdown(table, prof, args) + _retried(table)
     print("\n".join(lines))
     _write_between_markers(Path(args.out), lines)
 
@@ -594,6 +595,46 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         + ", ".join(f"{st} {within_noise[st]}" for st in STAGES)
         + ".",
     ]
+    return lines
+
+
+def _retried(table: list) -> list[str]:
+    """The runs made with `[run] retries` (measure --retries): per configuration, the
+    proofs each run lost against the model's runs, and the runs that lost any.  A
+    re-queued partition is synthesised again and meets the pool as the others left it,
+    so what retries buy is a property of the race, read here on both sides."""
+    by: dict[str, list] = {}
+    for r, c in table:
+        if r.get("retries"):
+            by.setdefault(r["label"], []).append((r, c))
+    if not by:
+        return []
+    lines = [
+        "",
+        "Runs with retries (a partition re-queued after VramExhausted, `[run] retries`): the "
+        "proofs a run lost, the model's mean over its runs against each run on the card; the "
+        "share of runs that lost any, the card's count judged as the OOM outcome is (binomial, "
+        f"at least {OOM_PLAUSIBLE:.0%} likely); the completed proofs' s/proof.",
+        "",
+        "| cfg | VRAM cap | retries | runs | proofs lost a run: model mean / card | runs losing any: "
+        "model's share / card | as the model's | completed s/proof pred / real |",
+        "|---|---:|---:|---:|---|---|---|---|",
+    ]
+    for label, reps in by.items():
+        r, c = reps[0]
+        model = c["proofs failed"]["runs"]
+        card = [int(cc["proofs failed"]["measured"]) for _, cc in reps]
+        share = sum(1 for x in model if x) / len(model)
+        losing = sum(1 for x in card if x)
+        real = [m for _, cc in reps if (m := cc["throughput (s/proof)"]["measured"])]
+        pred = c["throughput (s/proof)"]["predicted"]
+        cap = "card" if r["vram_cap"] is None else f"{r['vram_cap'] / MiB:.0f}"
+        lines.append(
+            f"| {label} | {cap} | {r['retries']} | {len(reps)} | {statistics.mean(model):.2f} / "
+            f"{', '.join(map(str, card))} | {share:.2f} / {losing} of {len(card)} | "
+            f"{'yes' if oom_plausible(share, losing, len(card)) else '**no**'} | "
+            f"{f'{pred:.2f}' if pred else '-'} / {f'{statistics.mean(real):.2f}' if real else '-'} |"
+        )
     return lines
 
 

@@ -245,6 +245,29 @@ def test_a_run_with_retries_is_predicted_with_them_in_a_row_of_its_own(monkeypat
     rows = [line.split("|")[1].strip() for line in block.splitlines() if line.startswith("| ")]
     assert "A" in rows and "A/r1" in rows
     assert "| A/r1 | 2^22 | single-lock | 1 |" in block and "| 1 | " in block.split("| A/r1 |")[1]
+    assert "Runs with retries" in block
+    assert "| A/r1 | card | 1 | 1 | 0.00 / 0 | 0.00 / 0 of 1 | yes |" in block
     ns = gpu_validation.argparse.Namespace(proofs=6, partition_workers=8, retries=0)
     assert gpu_validation.config_of(ns, 2, 3, None, 1).retries == 1
     assert gpu_validation.config_of(ns, 2, 3, None).retries == 0
+
+
+def test_the_retried_runs_are_judged_by_the_share_of_runs_that_lost_a_proof():
+    """The model's runs lost 0, 0, 0, 6 proofs (a share of 0.25 losing any): one card run of
+    two losing proofs is likely enough; where the model never loses one, a card run that
+    did is a miss."""
+    mib = 1 << 20
+
+    def entry(model: list[int], lost: int) -> tuple[dict, dict]:
+        r = {"label": "J/r3", "retries": 3, "vram_cap": 2096 * mib}
+        c = {
+            "proofs failed": {"runs": model, "measured": lost},
+            "throughput (s/proof)": {"predicted": 2.6, "measured": 2.5 if lost < 6 else None},
+        }
+        return r, c
+
+    rows = gpu_validation._retried([entry([0, 0, 0, 6], 2), entry([0, 0, 0, 6], 0)])
+    assert rows[-1] == "| J/r3 | 2096 | 3 | 2 | 1.50 / 2, 0 | 0.25 / 1 of 2 | yes | 2.60 / 2.50 |"
+    rows = gpu_validation._retried([entry([0, 0, 0, 0], 1)])
+    assert rows[-1] == "| J/r3 | 2096 | 3 | 1 | 0.00 / 1 | 0.00 / 1 of 1 | **no** | 2.60 / 2.50 |"
+    assert gpu_validation._retried([({"label": "J", "retries": 0}, {})]) == []  # the grid's own
