@@ -8,6 +8,8 @@
 #   call 2 (560 s): the GPU tests in suite order, then H-K-P and L-R.
 #   call 3 (what is left, END as the budget allows): H-K-P, L-R and A-G again (the
 #           repeats that give the run-to-run spread).
+#   call 2b (instead of 2 and 3 where only two calls fit): the grid's second half, then
+#           its repeats, without the GPU tests.
 # On an H100 (no calibrate; the fiftieth lease's calibration carried as
 # out/h100-cupy-key.toml: `cp docs/data/h100-2026-12-07/call3/h100-cupy-key.toml out/`
 # first): call 1 runs I, J, K traced at 2176 MiB until END, the
@@ -15,9 +17,9 @@
 # Carry .whl and out/cubins.txz (and out/h100-cupy-key.toml on an H100); `bash
 # experiments/leases/aside.sh out lean gpu` before each call, `in` after.
 #
-#   bash experiments/leases/device_lease51.sh 1|2|3 [END]
+#   bash experiments/leases/device_lease51.sh 1|2|2b|3 [END]
 source "$(dirname "$0")/lease_lib.sh"
-lease_start lease51 "${1:?which call: 1, 2 or 3}" "${2:-560}"
+lease_start lease51 "${1:?which call: 1, 2, 2b or 3}" "${2:-560}"
 lease_watch
 export CONTENTION=2^22
 echo "kernel: $(uname -r); python: $(python3 -V); profile: $PROFILE"
@@ -35,6 +37,18 @@ case "$PROFILE:$CALL" in
     echo "pytest -m gpu rc=$? at $SECONDS s"; tail -1 "$LOGS/pytest-gpu.log"
     lease_validate "$(until_ $((SECONDS + 200)))" grid-H-K-P 2176 --only H I J K P
     lease_validate "$(until_ "$END")" grid-L-R 2176 --only L M N O Q R
+    ;;
+  *h200*:2b)
+    # call 2 where the budget has room for two calls only (2026-12-07: 660 s spent on
+    # refused starts): the GPU tests passed on the fiftieth lease's H100 with this prover,
+    # so the grid's second half and its repeats come first
+    lease_uncalibrated
+    lease_validate "$(until_ $((SECONDS + 100)))" grid-H-K-P 2176 --only H I J K P
+    lease_validate "$(until_ $((SECONDS + 90)))" grid-L-R 2176 --only L M N O Q R
+    lease_validate "$(until_ $((SECONDS + 60)))" grid-H-K-P-2 2176 --only H I J K P
+    lease_validate "$(until_ $((SECONDS + 50)))" grid-L-R-2 2176 --only L M N O Q R
+    lease_validate "$(until_ $((SECONDS + 60)))" grid-H-K-P-3 2176 --only H I J K P
+    lease_validate "$(until_ "$END")" grid-A-G-2 2176 --only A B C D E F G
     ;;
   *h200*:3)
     lease_uncalibrated
