@@ -1,0 +1,141 @@
+"""Each stage's spread under load, on the card and in the model, beside the profile's.
+
+A stage's `noise_cv` is what calibrate saw of its calls' spread with one partition alone
+on an idle host, six repeats; the model draws each call's time from a lognormal of that
+spread.  Under load the calls also spread by contention, which the model makes itself
+(the GPU stages' share of the device, the host stages' of the cores).  Where the card's
+spread under load is wider than the model's, something the model does not have spreads
+it: on the VMs lent so far the host's cores flip between speeds every 0.1-0.4 s
+(experiments/host_modes.py), which a six-call reading alone averages away.
+
+The spread matters where an outcome is a race.  A capped pool refuses a request only when
+two workers' stages overlap at one point of a cycle (experiments/pool_replay.py
+--holders), and how often they do follows how widely the stages before them spread.
+
+This reads a lease's completed runs (their `stage_spans`: every call of every stage),
+pools each stage's calls over them, and prints the coefficient of variation on the card
+beside the model's calls in the same configurations and the profile's `noise_cv`:
+
+    python experiments/stage_noise.py --profile docs/data/h100-2026-12-07/call3/h100-cupy-key.toml \\
+        docs/data/h100-2026-12-07b/call1/traced-2176-*.json.gz
+
+With `--as-card synthesis prep --out p.toml` it also writes the profile with those
+stages' `noise_cv` set to the card's spread under load, for a what-if with
+gpu_validation.py predict --profile p.toml (the rest of the file as it was).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from gpu_validation import config_of, read_runs  # beside this script
+
+from simgpu.config import Workload
+from simgpu.model.montecarlo import predict
+from simgpu.profile import load_profile
+from simgpu.sched.registry import resolve_design
+
+
+def cv(xs: list[float]) -> float:
+    """The coefficient of variation of `xs` (population: every call was seen)."""
+    mean = statistics.fmean(xs)
+    return statistics.pstdev(xs) / mean if mean else 0.0
+
+
+def card_calls(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Every call's seconds, by stage, over the runs that completed without running out
+    of memory (a refused call ends early and says nothing of the stage's time)."""
+    calls: dict[str, list[float]] = defaultdict(list)
+    for r in runs:
+        if r["measured"]["oom_events"]:
+            continue
+        for _proof, _part, stage, _device, t0, t1 in r["stage_spans"]:
+            calls[stage].append(t1 - t0)
+    return dict(calls)
+
+
+def model_calls(profile: Any, runs: list[dict[str, Any]], n_runs: int) -> dict[str, list[float]]:
+    """The model's calls, by stage, in the configurations of `runs` (one prediction of
+    `n_runs` Monte Carlo runs each), over its runs that completed without running out of
+    memory."""
+    ns = argparse.Namespace(proofs=6, partition_workers=8, retries=0)
+    calls: dict[str, list[float]] = defaultdict(list)
+    seen = set()
+    for r in runs:
+        key = (r["constraints"], r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"])
+        if key in seen or r["measured"]["oom_events"]:
+            continue
+        seen.add(key)
+        proofs = r["measured"]["proofs"]
+        ns.proofs = proofs["submitted"] + proofs["not_started"]  # what the run was asked for
+        cfg = config_of(ns, r["gpu_workers"], r["concurrency"], r["vram_cap"])
+        wl = Workload(f"groth16-n{r['constraints']}", 4, r["constraints"])
+        p = predict(profile, cfg, wl, resolve_design(r["design"]), runs=n_runs)
+        for s in p.summaries:
+            if not s.oom_events:
+                for stage, xs in s.stage_seconds.items():
+                    calls[stage].extend(xs)
+    return dict(calls)
+
+
+def with_noise(text: str, noise: dict[str, float]) -> str:
+    """A profile's TOML `text` with each named stage's `noise_cv` set (added to its
+    [stages.NAME] table where it had none), every other line as it was."""
+    out, stage, done = [], None, set()
+    for line in text.splitlines(keepends=True):
+        head = re.match(r"\s*\[([^\]]+)\]", line)
+        if head:
+            if stage in noise and stage not in done:
+                out.append(f"noise_cv = {noise[stage]:.4f}\n")
+                done.add(stage)
+            table = head.group(1).strip()
+            stage = table.split(".", 1)[1] if table.startswith("stages.") and table.count(".") == 1 else None
+        elif stage in noise and re.match(r"\s*noise_cv\s*=", line):
+            line = f"noise_cv = {noise[stage]:.4f}\n"
+            done.add(stage)
+        out.append(line)
+    if stage in noise and stage not in done:
+        out.append(f"noise_cv = {noise[stage]:.4f}\n")
+        done.add(stage)
+    missing = set(noise) - done
+    if missing:
+        raise SystemExit(f"error: the profile has no [stages.{sorted(missing)[0]}] table")
+    return "".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("records", nargs="+", help="validation records (.json or .json.gz) of one lease")
+    ap.add_argument("--profile", required=True, help="the profile the runs were planned with")
+    ap.add_argument("--runs", type=int, default=20, help="Monte Carlo runs a configuration")
+    ap.add_argument("--as-card", nargs="*", default=[], help="stages whose noise_cv --out sets to the card's")
+    ap.add_argument("--out", default="", help="with --as-card: where to write the profile")
+    args = ap.parse_args()
+    runs = [r for path in args.records for r in read_runs(path)]
+    profile = load_profile(args.profile)
+    card = card_calls(runs)
+    model = model_calls(profile, runs, args.runs)
+    resolved = profile.resolve(runs[0]["constraints"])
+    print(f"{sum(1 for r in runs if not r['measured']['oom_events'])} completed runs of {len(runs)}")
+    print("| stage | card: mean ms, cv (calls) | model: mean ms, cv (calls) | profile noise_cv |")
+    print("|---|---|---|---:|")
+    for stage, xs in card.items():
+        ys = model.get(stage, [])
+        noise = resolved.stages[stage].noise_cv if stage in resolved.stages else float("nan")
+        m = f"{1e3 * statistics.fmean(ys):.1f}, {cv(ys):.3f} ({len(ys)})" if ys else "-"
+        print(f"| {stage} | {1e3 * statistics.fmean(xs):.1f}, {cv(xs):.3f} ({len(xs)}) | {m} | {noise:.4f} |")
+    if args.as_card:
+        if not args.out:
+            raise SystemExit("error: --as-card needs --out")
+        noise = {st: cv(card[st]) for st in args.as_card}
+        Path(args.out).write_text(with_noise(Path(args.profile).read_text(), noise))
+        print(f"wrote {args.out}: " + ", ".join(f"{st} noise_cv {v:.4f}" for st, v in noise.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""How `experiments/stage_noise.py` reads each stage's spread under load: every call of
+the completed runs on the card, the model's calls in the same configurations, and a
+profile rewritten with the card's spread for a what-if."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import DATA, ROOT, load_experiment
+
+from simgpu.profile import load_profile
+
+load_experiment("gpu_validation")  # what stage_noise imports from beside it
+stage_noise = load_experiment("stage_noise")
+LEASE = ROOT / "docs" / "data" / "h100-2026-12-07b" / "call1" / "traced-2176-1.json.gz"
+PROFILE = ROOT / "docs" / "data" / "h100-2026-12-07" / "call3" / "h100-cupy-key.toml"
+
+
+def test_a_runs_calls_are_pooled_by_stage_and_a_run_out_of_memory_is_left_out():
+    done = {
+        "measured": {"oom_events": []},
+        "stage_spans": [[0, 0, "prep", None, 1.0, 1.2], [0, 1, "prep", None, 2.0, 2.6]],
+    }
+    refused = {"measured": {"oom_events": [{}]}, "stage_spans": [[0, 0, "prep", None, 1.0, 9.0]]}
+    calls = stage_noise.card_calls([done, refused])
+    assert calls == {"prep": pytest.approx([0.2, 0.6])}
+    assert stage_noise.cv(calls["prep"]) == pytest.approx(0.5)  # sd 0.2 over a mean of 0.4
+
+
+def test_the_profile_is_rewritten_with_the_spread_asked_and_nothing_else(tmp_path):
+    text = (DATA / "tiny.toml").read_text()
+    out = stage_noise.with_noise(text, {"synthesis": 0.25, "epilogue": 0.125})
+
+    def without_noise(t: str) -> list[str]:
+        return [line for line in t.splitlines() if not line.startswith("noise_cv")]
+
+    assert without_noise(out) == without_noise(text)  # every other line as it was
+    path = tmp_path / "p.toml"
+    path.write_text(out)
+    prof, tiny = load_profile(path), load_profile(DATA / "tiny.toml")
+    assert prof.stages["synthesis"].noise_cv == 0.25 and prof.stages["epilogue"].noise_cv == 0.125
+    assert prof.stages["prep"].noise_cv == tiny.stages["prep"].noise_cv
+    with pytest.raises(SystemExit, match="no \\[stages.gather\\]"):
+        stage_noise.with_noise(text, {"gather": 0.1})
+
+
+def test_a_lease_is_read_against_the_model_and_a_what_if_profile_written(monkeypatch, tmp_path, capsys):
+    """I, J, K at 2^22 capped at 2176 MiB on the fifty-second lease's H100: the host
+    stages spread wider on the card than calibrate's alone reading (the profile's
+    noise_cv); the what-if profile carries the card's spread for synthesis."""
+    out = tmp_path / "p.toml"
+    argv = [
+        "stage_noise.py",
+        str(LEASE),
+        "--profile",
+        str(PROFILE),
+        "--runs",
+        "2",
+        "--as-card",
+        "synthesis",
+        "--out",
+        str(out),
+    ]
+    monkeypatch.setattr(sys, "argv", argv)
+    stage_noise.main()
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith("| synthesis |"))
+    card_cv = float(row.split("|")[2].split(",")[1].split()[0])
+    noise = float(row.split("|")[4])
+    assert card_cv > 1.5 * noise  # wider under load than alone
+    assert load_profile(out).stages["synthesis"].noise_cv == pytest.approx(card_cv, abs=1e-3)
