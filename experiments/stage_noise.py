@@ -19,6 +19,10 @@ beside the model's calls in the same configurations and the profile's `noise_cv`
     python experiments/stage_noise.py --profile docs/data/h100-2026-12-07/call3/h100-cupy-key.toml \\
         docs/data/h100-2026-12-07b/call1/traced-2176-*.json.gz
 
+Where calibrate kept every call of its k syntheses at once (profiles calibrated since
+2026-12-07), their spread follows: the reading the model could take the host's spread
+from, set beside the pipeline's.
+
 With `--as-card synthesis prep --out p.toml` it also writes the profile with those
 stages' `noise_cv` set to the card's spread under load, for a what-if with
 gpu_validation.py predict --profile p.toml (the rest of the file as it was).
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -83,6 +88,24 @@ def model_calls(profile: Any, runs: list[dict[str, Any]], n_runs: int) -> dict[s
     return dict(calls)
 
 
+def at_once_spread(profile: Path) -> list[str]:
+    """Calibrate's k syntheses at once, the spread of their calls beside each other
+    ([calibration.contention.synthesis_at_once_calls]; profiles calibrated before it was
+    kept have none), as a line to set beside the card's synthesis under load."""
+    with open(profile, "rb") as fh:
+        doc = tomllib.load(fh)
+    calls = doc.get("calibration", {}).get("contention", {}).get("synthesis_at_once_calls", {})
+    if not calls:
+        return []
+    return [
+        "calibrate's syntheses at once, spread of their calls: "
+        + ", ".join(
+            f"{k} at once {cv(xs):.3f} ({len(xs)})"
+            for k, xs in sorted(calls.items(), key=lambda kv: int(kv[0]))
+        )
+    ]
+
+
 def with_noise(text: str, noise: dict[str, float]) -> str:
     """A profile's TOML `text` with each named stage's `noise_cv` set (added to its
     [stages.NAME] table where it had none), every other line as it was."""
@@ -129,6 +152,8 @@ def main() -> None:
         noise = resolved.stages[stage].noise_cv if stage in resolved.stages else float("nan")
         m = f"{1e3 * statistics.fmean(ys):.1f}, {cv(ys):.3f} ({len(ys)})" if ys else "-"
         print(f"| {stage} | {1e3 * statistics.fmean(xs):.1f}, {cv(xs):.3f} ({len(xs)}) | {m} | {noise:.4f} |")
+    for line in at_once_spread(Path(args.profile)):
+        print(line)
     if args.as_card:
         if not args.out:
             raise SystemExit("error: --as-card needs --out")

@@ -761,6 +761,11 @@ def test_the_contention_runs_measure_every_load_on_real_processes(tmp_path) -> N
     assert back.gil == {st: pytest.approx(v, abs=1e-6) for st, v in c.gil.items()}
     assert back.gil_waits == pytest.approx(c.gil_waits, abs=1e-6)
     assert back.synthesis == pytest.approx(c.synthesis, abs=1e-6)
+    # every call of the k at once, two rounds of k, whose mean is the k's reading and
+    # whose spread is the host's under that load
+    assert {k: len(v) for k, v in c.synthesis_calls.items()} == {1: 2, 2: 4}
+    assert all(c.synthesis[k] == pytest.approx(sum(v) / len(v)) for k, v in c.synthesis_calls.items())
+    assert back.synthesis_calls == {k: pytest.approx(v, abs=1e-6) for k, v in c.synthesis_calls.items()}
     # every driver stage beside results coming back: each repeat's calls, and how many
     # results were on their way back and how many syntheses computing beside the second
     assert set(c.handoff) == set(PRESSURE_STAGES)

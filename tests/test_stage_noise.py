@@ -70,3 +70,17 @@ def test_a_lease_is_read_against_the_model_and_a_what_if_profile_written(monkeyp
     noise = float(row.split("|")[4])
     assert card_cv > 1.5 * noise  # wider under load than alone
     assert load_profile(out).stages["synthesis"].noise_cv == pytest.approx(card_cv, abs=1e-3)
+
+
+def test_calibrates_syntheses_at_once_are_read_as_their_spread(tmp_path):
+    """A profile whose calibrate kept each call of its k syntheses at once says their
+    spread beside the card's; one calibrated before says nothing."""
+    text = (DATA / "tiny.toml").read_text()
+    path = tmp_path / "p.toml"
+    path.write_text(
+        text
+        + "\n[calibration.contention.synthesis_at_once_calls]\n1 = [0.2, 0.2]\n8 = [0.2, 0.6, 0.4, 0.4]\n"
+    )
+    (line,) = stage_noise.at_once_spread(path)
+    assert line.endswith("1 at once 0.000 (2), 8 at once 0.354 (4)")  # sd 0.141 over 0.4
+    assert stage_noise.at_once_spread(DATA / "tiny.toml") == []

@@ -501,6 +501,16 @@ def contention_record(c: Contention) -> dict[str, Any]:
         "cores": c.cores,
         "membw_gbps": round(c.membw_gbps, 2),
         "synthesis_at_once": {str(k): round(v, 6) for k, v in sorted(c.synthesis.items())},
+        # k at once -> each of those syntheses' seconds (their spread under load)
+        **(
+            {
+                "synthesis_at_once_calls": {
+                    str(k): [round(x, 6) for x in v] for k, v in sorted(c.synthesis_calls.items())
+                }
+            }
+            if c.synthesis_calls
+            else {}
+        ),
         # stage -> [alone, beside a Python thread, the share of its rounds that thread
         # lost, the wait a request for the interpreter lock met beside it, beside a
         # bursty Python thread]
@@ -535,6 +545,7 @@ def contention_at_record(c: Contention) -> dict[str, Any]:
     pressure tables together, for refit_uses."""
     rec = contention_record(c)
     del rec["synthesis_at_once"]  # the host's, read at the first size only
+    rec.pop("synthesis_at_once_calls", None)
     rec["device_queue"] = {
         k.replace(" ", "_"): [round(a, 6), round(b, 6)] for k, (a, b) in c.device_queue.items()
     }

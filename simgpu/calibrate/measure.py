@@ -391,6 +391,11 @@ class Contention:
     #: and beside a bursty one (seconds; 0 where not measured: profiles calibrated
     #: before measure_gil timed them)
     gil_waits: tuple[float, float] = (0.0, 0.0)
+    #: k at once -> each of those syntheses' seconds, in the order they came back: their
+    #: spread beside each other, where a lone synthesis's six repeats (the stage's
+    #: noise_cv) miss what a loaded host's cores do to one call (docs/validation-log.md,
+    #: the fifty-second lease); empty where not kept (profiles calibrated before)
+    synthesis_calls: dict[int, list[float]] = field(default_factory=dict)
 
 
 def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str], None]) -> Contention:
@@ -400,6 +405,7 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
     membw = measure_membw(cores)
     log(f"  host memory bandwidth, {cores} processes: {membw:.1f} GB/s")
     times: dict[int, float] = {}
+    calls: dict[int, list[float]] = {}
     # Each worker builds the circuit of size n as it starts: a worker's first synthesis at
     # a size also builds its circuit (seconds at 2^22), which no timed load may hold.
     with (
@@ -413,10 +419,17 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
             for rnd in range(SYNTHESIS_ROUNDS):
                 together = [mgr.Barrier(k)] * k
                 each += pool.map(_synth_together, circ[:k], [n] * k, range(rnd * k, (rnd + 1) * k), together)
-            times[k] = statistics.mean(each)
-            log(f"  {k} syntheses at once: {times[k]:.3f} s each")
+            times[k], calls[k] = statistics.mean(each), each
+            log(f"  {k} syntheses at once: {times[k]:.3f} s each, spread {spread(each):.3f}")
         readings = driver_readings(n, settings, pool, cores, log)
-    return Contention(n, cores, membw, times, **readings)
+    return Contention(n, cores, membw, times, **readings, synthesis_calls=calls)
+
+
+def spread(xs: list[float]) -> float:
+    """The coefficient of variation of calls' seconds (0 for fewer than two)."""
+    if len(xs) < 2 or not statistics.fmean(xs):
+        return 0.0
+    return statistics.pstdev(xs) / statistics.fmean(xs)
 
 
 def measure_stage_contention(

@@ -85,6 +85,9 @@ def contention_of(doc: dict[str, Any]) -> Contention:
         cores=int(rec["cores"]),
         membw_gbps=float(rec["membw_gbps"]),
         synthesis={int(k): float(v) for k, v in rec["synthesis_at_once"].items()},
+        synthesis_calls={
+            int(k): [float(x) for x in v] for k, v in rec.get("synthesis_at_once_calls", {}).items()
+        },
         loaded={s: (float(a), float(b)) for s, (a, b) in pressure.items()},
         device_queue={
             k.replace("_beside_", " beside "): (float(a), float(b))
