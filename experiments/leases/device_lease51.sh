@@ -14,6 +14,9 @@
 # out/h100-cupy-key.toml: `cp docs/data/h100-2026-12-07/call3/h100-cupy-key.toml out/`
 # first): call 1 runs I, J, K traced at 2176 MiB until END, the
 # remaining race's share (3 of 21 runs there on the fiftieth lease, the model's 0.04).
+# Calibrate now keeps every call of its k syntheses at once: `experiments/stage_noise.py
+# --profile <call 1's profile> <the grid's runs>` sets their spread beside the pipeline's
+# (the fifty-second lease: the host stages spread 1.5-3x wider under load than alone).
 # Carry .whl and out/cubins.txz (and out/h100-cupy-key.toml on an H100); `bash
 # experiments/leases/aside.sh out lean gpu` before each call, `in` after.
 #
