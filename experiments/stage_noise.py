@@ -40,16 +40,11 @@ from typing import Any
 
 from gpu_validation import config_of, read_runs  # beside this script
 
+from simgpu.calibrate.measure import spread
 from simgpu.config import Workload
 from simgpu.model.montecarlo import predict
 from simgpu.profile import load_profile
 from simgpu.sched.registry import resolve_design
-
-
-def cv(xs: list[float]) -> float:
-    """The coefficient of variation of `xs` (population: every call was seen)."""
-    mean = statistics.fmean(xs)
-    return statistics.pstdev(xs) / mean if mean else 0.0
 
 
 def card_calls(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
@@ -100,7 +95,7 @@ def at_once_spread(profile: Path) -> list[str]:
     return [
         "calibrate's syntheses at once, spread of their calls: "
         + ", ".join(
-            f"{k} at once {cv(xs):.3f} ({len(xs)})"
+            f"{k} at once {spread(xs):.3f} ({len(xs)})"
             for k, xs in sorted(calls.items(), key=lambda kv: int(kv[0]))
         )
     ]
@@ -150,14 +145,15 @@ def main() -> None:
     for stage, xs in card.items():
         ys = model.get(stage, [])
         noise = resolved.stages[stage].noise_cv if stage in resolved.stages else float("nan")
-        m = f"{1e3 * statistics.fmean(ys):.1f}, {cv(ys):.3f} ({len(ys)})" if ys else "-"
-        print(f"| {stage} | {1e3 * statistics.fmean(xs):.1f}, {cv(xs):.3f} ({len(xs)}) | {m} | {noise:.4f} |")
+        m = f"{1e3 * statistics.fmean(ys):.1f}, {spread(ys):.3f} ({len(ys)})" if ys else "-"
+        c = f"{1e3 * statistics.fmean(xs):.1f}, {spread(xs):.3f} ({len(xs)})"
+        print(f"| {stage} | {c} | {m} | {noise:.4f} |")
     for line in at_once_spread(Path(args.profile)):
         print(line)
     if args.as_card:
         if not args.out:
             raise SystemExit("error: --as-card needs --out")
-        noise = {st: cv(card[st]) for st in args.as_card}
+        noise = {st: spread(card[st]) for st in args.as_card}
         Path(args.out).write_text(with_noise(Path(args.profile).read_text(), noise))
         print(f"wrote {args.out}: " + ", ".join(f"{st} noise_cv {v:.4f}" for st, v in noise.items()))
 

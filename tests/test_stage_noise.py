@@ -25,7 +25,7 @@ def test_a_runs_calls_are_pooled_by_stage_and_a_run_out_of_memory_is_left_out():
     refused = {"measured": {"oom_events": [{}]}, "stage_spans": [[0, 0, "prep", None, 1.0, 9.0]]}
     calls = stage_noise.card_calls([done, refused])
     assert calls == {"prep": pytest.approx([0.2, 0.6])}
-    assert stage_noise.cv(calls["prep"]) == pytest.approx(0.5)  # sd 0.2 over a mean of 0.4
+    assert stage_noise.spread(calls["prep"]) == pytest.approx(0.5)  # sd 0.2 over a mean of 0.4
 
 
 def test_the_profile_is_rewritten_with_the_spread_asked_and_nothing_else(tmp_path):

@@ -391,7 +391,7 @@ class Contention:
     #: and beside a bursty one (seconds; 0 where not measured: profiles calibrated
     #: before measure_gil timed them)
     gil_waits: tuple[float, float] = (0.0, 0.0)
-    #: k at once -> each of those syntheses' seconds, in the order they came back: their
+    #: k at once -> each of those syntheses' seconds, round by round: their
     #: spread beside each other, where a lone synthesis's six repeats (the stage's
     #: noise_cv) miss what a loaded host's cores do to one call (docs/validation-log.md,
     #: the fifty-second lease); empty where not kept (profiles calibrated before)
