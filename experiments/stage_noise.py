@@ -46,28 +46,49 @@ from simgpu.model.montecarlo import predict
 from simgpu.profile import load_profile
 from simgpu.sched.registry import resolve_design
 
+#: Calls of one stage, by configuration: a spread is read within a configuration, since
+#: a grid's sizes and designs differ in their means far more than calls spread.
+Calls = dict[tuple, list[float]]
 
-def card_calls(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """Every call's seconds, by stage, over the runs that completed without running out
-    of memory (a refused call ends early and says nothing of the stage's time)."""
-    calls: dict[str, list[float]] = defaultdict(list)
+
+def configuration(r: dict[str, Any]) -> tuple:
+    return (r["constraints"], r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"])
+
+
+def card_calls(runs: list[dict[str, Any]]) -> dict[str, Calls]:
+    """Every call's seconds, by stage and configuration, over the runs that completed
+    without running out of memory (a refused call ends early and says nothing of the
+    stage's time)."""
+    calls: dict[str, Calls] = defaultdict(lambda: defaultdict(list))
     for r in runs:
         if r["measured"]["oom_events"]:
             continue
         for _proof, _part, stage, _device, t0, t1 in r["stage_spans"]:
-            calls[stage].append(t1 - t0)
-    return dict(calls)
+            calls[stage][configuration(r)].append(t1 - t0)
+    return {stage: dict(by) for stage, by in calls.items()}
 
 
-def model_calls(profile: Any, runs: list[dict[str, Any]], n_runs: int) -> dict[str, list[float]]:
-    """The model's calls, by stage, in the configurations of `runs` (one prediction of
-    `n_runs` Monte Carlo runs each), over its runs that completed without running out of
-    memory."""
+def within(calls: Calls) -> tuple[float, int]:
+    """The spread of a stage's calls within their configurations: each call over its
+    configuration's mean, pooled; and how many calls."""
+    ratios = [x / m for xs in calls.values() if (m := statistics.fmean(xs)) for x in xs]
+    return spread(ratios), len(ratios)
+
+
+def _cell(calls: Calls) -> str:
+    cv, n = within(calls)
+    return f"{cv:.3f} ({n})"
+
+
+def model_calls(profile: Any, runs: list[dict[str, Any]], n_runs: int) -> dict[str, Calls]:
+    """The model's calls, by stage and configuration, in the configurations of `runs`
+    (one prediction of `n_runs` Monte Carlo runs each), over its runs that completed
+    without running out of memory."""
     ns = argparse.Namespace(proofs=6, partition_workers=8, retries=0)
-    calls: dict[str, list[float]] = defaultdict(list)
+    calls: dict[str, Calls] = defaultdict(lambda: defaultdict(list))
     seen = set()
     for r in runs:
-        key = (r["constraints"], r["design"], r["gpu_workers"], r["concurrency"], r["vram_cap"])
+        key = configuration(r)
         if key in seen or r["measured"]["oom_events"]:
             continue
         seen.add(key)
@@ -79,8 +100,8 @@ def model_calls(profile: Any, runs: list[dict[str, Any]], n_runs: int) -> dict[s
         for s in p.summaries:
             if not s.oom_events:
                 for stage, xs in s.stage_seconds.items():
-                    calls[stage].extend(xs)
-    return dict(calls)
+                    calls[stage][key].extend(xs)
+    return {stage: dict(by) for stage, by in calls.items()}
 
 
 def at_once_spread(profile: Path) -> list[str]:
@@ -140,20 +161,21 @@ def main() -> None:
     model = model_calls(profile, runs, args.runs)
     resolved = profile.resolve(runs[0]["constraints"])
     print(f"{sum(1 for r in runs if not r['measured']['oom_events'])} completed runs of {len(runs)}")
-    print("| stage | card: mean ms, cv (calls) | model: mean ms, cv (calls) | profile noise_cv |")
+    print(
+        f"{len({k for by in card.values() for k in by})} configurations; each stage's calls "
+        "over their configuration's mean, their spread (coefficient of variation) and count:"
+    )
+    print("| stage | card | model | profile noise_cv |")
     print("|---|---|---|---:|")
-    for stage, xs in card.items():
-        ys = model.get(stage, [])
+    for stage, by in card.items():
         noise = resolved.stages[stage].noise_cv if stage in resolved.stages else float("nan")
-        m = f"{1e3 * statistics.fmean(ys):.1f}, {spread(ys):.3f} ({len(ys)})" if ys else "-"
-        c = f"{1e3 * statistics.fmean(xs):.1f}, {spread(xs):.3f} ({len(xs)})"
-        print(f"| {stage} | {c} | {m} | {noise:.4f} |")
+        print(f"| {stage} | {_cell(by)} | {_cell(model[stage]) if stage in model else '-'} | {noise:.4f} |")
     for line in at_once_spread(Path(args.profile)):
         print(line)
     if args.as_card:
         if not args.out:
             raise SystemExit("error: --as-card needs --out")
-        noise = {st: spread(card[st]) for st in args.as_card}
+        noise = {st: within(card[st])[0] for st in args.as_card}
         Path(args.out).write_text(with_noise(Path(args.profile).read_text(), noise))
         print(f"wrote {args.out}: " + ", ".join(f"{st} noise_cv {v:.4f}" for st, v in noise.items()))
 

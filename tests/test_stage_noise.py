@@ -15,6 +15,13 @@ load_experiment("gpu_validation")  # what stage_noise imports from beside it
 stage_noise = load_experiment("stage_noise")
 LEASE = ROOT / "docs" / "data" / "h100-2026-12-07b" / "call1" / "traced-2176-1.json.gz"
 PROFILE = ROOT / "docs" / "data" / "h100-2026-12-07" / "call3" / "h100-cupy-key.toml"
+SHAPE = {
+    "constraints": 1 << 22,
+    "design": "single-lock",
+    "gpu_workers": 3,
+    "concurrency": 3,
+    "vram_cap": None,
+}
 
 
 def test_a_runs_calls_are_pooled_by_stage_and_a_run_out_of_memory_is_left_out():
@@ -23,9 +30,18 @@ def test_a_runs_calls_are_pooled_by_stage_and_a_run_out_of_memory_is_left_out():
         "stage_spans": [[0, 0, "prep", None, 1.0, 1.2], [0, 1, "prep", None, 2.0, 2.6]],
     }
     refused = {"measured": {"oom_events": [{}]}, "stage_spans": [[0, 0, "prep", None, 1.0, 9.0]]}
-    calls = stage_noise.card_calls([done, refused])
-    assert calls == {"prep": pytest.approx([0.2, 0.6])}
-    assert stage_noise.spread(calls["prep"]) == pytest.approx(0.5)  # sd 0.2 over a mean of 0.4
+    calls = stage_noise.card_calls([dict(done, **SHAPE), dict(refused, **SHAPE)])
+    assert calls == {"prep": {tuple(SHAPE.values()): pytest.approx([0.2, 0.6])}}
+    assert stage_noise.within(calls["prep"]) == (pytest.approx(0.5), 2)  # sd 0.2 over a mean of 0.4
+
+
+def test_a_spread_is_read_within_each_configuration():
+    """Two configurations whose calls do not spread at all, at 1 s and 3 s: no spread,
+    however far apart their means."""
+    by = {("a",): [1.0, 1.0], ("b",): [3.0, 3.0, 3.0]}
+    assert stage_noise.within(by) == (0.0, 5)
+    by[("b",)] = [2.0, 4.0]  # 2/3 and 4/3 of their mean, beside 1 and 1
+    assert stage_noise.within(by) == (pytest.approx(0.2357, abs=1e-4), 4)
 
 
 def test_the_profile_is_rewritten_with_the_spread_asked_and_nothing_else(tmp_path):
@@ -66,7 +82,7 @@ def test_a_lease_is_read_against_the_model_and_a_what_if_profile_written(monkeyp
     stage_noise.main()
     text = capsys.readouterr().out
     row = next(line for line in text.splitlines() if line.startswith("| synthesis |"))
-    card_cv = float(row.split("|")[2].split(",")[1].split()[0])
+    card_cv = float(row.split("|")[2].split()[0])
     noise = float(row.split("|")[4])
     assert card_cv > 1.5 * noise  # wider under load than alone
     assert load_profile(out).stages["synthesis"].noise_cv == pytest.approx(card_cv, abs=1e-3)
