@@ -707,6 +707,13 @@ def _host_speed(table: list, profile: Path) -> list[str]:
 HOST_BINS = ((1.1, "within 10% of calibrate's"), (1.3, "10-30% slower"), (math.inf, "over 30% slower"))
 
 
+def _tested(c: dict[str, Any]) -> bool:
+    """Whether a run's throughput tests the model's: it completed every proof, and the
+    model expects its configuration to (where it expects memory to run out, its s/proof
+    counts the few proofs a run completes, as with retries at a cap the model refuses)."""
+    return not c["proofs failed"]["measured"] and c["OOM"]["p"] < 0.5
+
+
 def _error_by_host_speed(table: list, cal_ms: float | None) -> list[str]:
     """Each completed run's throughput error, grouped by how much slower than calibrate's
     the host ran during it: a model calibrated on a fast host predicts a slow one fast, and
@@ -716,7 +723,7 @@ def _error_by_host_speed(table: list, cal_ms: float | None) -> list[str]:
     bins: dict[str, list[float]] = {name: [] for _, name in HOST_BINS}
     for r, c in table:
         thr, refs = c["throughput (s/proof)"], r.get("host_reference_s")
-        if not refs or not thr["measured"] or not thr["predicted"] or c["proofs failed"]["measured"]:
+        if not refs or not thr["measured"] or not thr["predicted"] or not _tested(c):
             continue
         slow = max(refs) * 1e3 / cal_ms
         name = next(name for bound, name in HOST_BINS if slow <= bound)
@@ -726,6 +733,8 @@ def _error_by_host_speed(table: list, cal_ms: float | None) -> list[str]:
         for name, v in bins.items()
         if v
     ]
+    if not rows:
+        return []  # no run whose throughput tests the model's
     return [
         "Throughput error of each completed run by the host's speed during it (one thread's "
         "reading before and after the run: the mode its core was in then, see --host-watch): "
@@ -755,7 +764,7 @@ def _error_by_host_factor(table: list, watch: list[str], span: str) -> list[str]
     bins: dict[str, list[tuple[float, float]]] = {name: [] for _, name in HOST_BINS}
     for r, c in table:
         thr, wall = c["throughput (s/proof)"], r.get("wall_s")
-        if not wall or not thr["measured"] or not thr["predicted"] or c["proofs failed"]["measured"]:
+        if not wall or not thr["measured"] or not thr["predicted"] or not _tested(c):
             continue
         during = [x for x in rows if wall[0] <= x[0] <= wall[1]]
         if not during:
@@ -875,7 +884,7 @@ def _per_run(
     cache: dict[tuple, dict] = {}
     for r, c in table:
         thr = c["throughput (s/proof)"]
-        if not thr["measured"] or c["proofs failed"]["measured"] or c["OOM"]["p"] >= 0.5:
+        if not thr["measured"] or not _tested(c):
             continue
         made = profile_for(r)
         if made is None:

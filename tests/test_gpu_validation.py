@@ -271,3 +271,15 @@ def test_the_retried_runs_are_judged_by_the_share_of_runs_that_lost_a_proof():
     rows = gpu_validation._retried([entry([0, 0, 0, 0], 1)])
     assert rows[-1] == "| J/r3 | 2096 | 3 | 1 | 0.00 / 1 | 0.00 / 1 of 1 | **no** | 2.60 / 2.50 |"
     assert gpu_validation._retried([({"label": "J", "retries": 0}, {})]) == []  # the grid's own
+
+
+def test_a_runs_pace_tests_the_model_only_where_both_expect_every_proof_done():
+    """A run that lost a proof, or one of a configuration the model expects to run out of
+    memory (as with retries at a cap the model refuses), says nothing of its pace."""
+
+    def run(lost: int, p: float) -> dict:
+        return {"proofs failed": {"measured": lost}, "OOM": {"p": p}}
+
+    assert gpu_validation._tested(run(0, 0.04))
+    assert not gpu_validation._tested(run(1, 0.04))
+    assert not gpu_validation._tested(run(0, 1.0))
