@@ -711,7 +711,7 @@ def _tested(c: dict[str, Any]) -> bool:
     """Whether a run's throughput tests the model's: it completed every proof, and the
     model expects its configuration to (where it expects memory to run out, its s/proof
     counts the few proofs a run completes, as with retries at a cap the model refuses)."""
-    return not c["proofs failed"]["measured"] and c.get("OOM", {}).get("p", 0.0) < 0.5
+    return not c["proofs failed"]["measured"] and c["OOM"]["p"] < 0.5
 
 
 def _error_by_host_speed(table: list, cal_ms: float | None) -> list[str]:

@@ -41,6 +41,7 @@ from typing import Any
 from gpu_validation import config_of, read_runs  # beside this script
 
 from simgpu.calibrate.measure import spread
+from simgpu.calibrate.refit import contention_of
 from simgpu.config import Workload
 from simgpu.model.montecarlo import predict
 from simgpu.profile import load_profile
@@ -110,15 +111,14 @@ def at_once_spread(profile: Path) -> list[str]:
     kept have none), as a line to set beside the card's synthesis under load."""
     with open(profile, "rb") as fh:
         doc = tomllib.load(fh)
-    calls = doc.get("calibration", {}).get("contention", {}).get("synthesis_at_once_calls", {})
+    if "contention" not in doc.get("calibration", {}):
+        return []
+    calls = contention_of(doc).synthesis_calls
     if not calls:
         return []
     return [
         "calibrate's syntheses at once, spread of their calls: "
-        + ", ".join(
-            f"{k} at once {spread(xs):.3f} ({len(xs)})"
-            for k, xs in sorted(calls.items(), key=lambda kv: int(kv[0]))
-        )
+        + ", ".join(f"{k} at once {spread(xs):.3f} ({len(xs)})" for k, xs in sorted(calls.items()))
     ]
 
 

@@ -95,7 +95,9 @@ def test_calibrates_syntheses_at_once_are_read_as_their_spread(tmp_path):
     path = tmp_path / "p.toml"
     path.write_text(
         text
-        + "\n[calibration.contention.synthesis_at_once_calls]\n1 = [0.2, 0.2]\n8 = [0.2, 0.6, 0.4, 0.4]\n"
+        + "\n[calibration.contention]\nconstraints = 1024\ncores = 8\nmembw_gbps = 50.0\n"
+        + "synthesis_at_once = { 1 = 0.2, 8 = 0.4 }\n"
+        + "synthesis_at_once_calls = { 1 = [0.2, 0.2], 8 = [0.2, 0.6, 0.4, 0.4] }\n"
     )
     (line,) = stage_noise.at_once_spread(path)
     assert line.endswith("1 at once 0.000 (2), 8 at once 0.354 (4)")  # sd 0.141 over 0.4

@@ -427,9 +427,8 @@ def measure_contention(n: int, settings: Any, ks: list[int], log: Callable[[str]
 
 def spread(xs: list[float]) -> float:
     """The coefficient of variation of calls' seconds (0 for fewer than two)."""
-    if len(xs) < 2 or not statistics.fmean(xs):
-        return 0.0
-    return statistics.pstdev(xs) / statistics.fmean(xs)
+    mean = statistics.fmean(xs) if len(xs) > 1 else 0.0
+    return statistics.pstdev(xs) / mean if mean else 0.0
 
 
 def measure_stage_contention(
