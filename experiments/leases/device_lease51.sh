@@ -10,10 +10,11 @@
 #           repeats that give the run-to-run spread).
 #   call 2b (instead of 2 and 3 where only two calls fit): the grid's second half, then
 #           its repeats, without the GPU tests.
-# On an H100 (no calibrate; the fiftieth lease's calibration carried as
-# out/h100-cupy-key.toml: `cp docs/data/h100-2026-12-07/call3/h100-cupy-key.toml out/`
-# first): call 1 runs I, J, K traced at 2176 MiB until END, the
-# remaining race's share (3 of 21 runs there on the fiftieth lease, the model's 0.04).
+# On an H100 the calls are the same, with an H100 profile (out/h100-cupy-key.toml): call 1
+# calibrates this VM, and a later call on a fresh machine reads call 1's profile carried
+# back as out/h100-cupy-key.toml.  (Until 2026-12-07 an H100's call 1 ran I, J, K traced
+# at 2176 MiB: the capped race, read on the fiftieth and fifty-second leases.)  What the
+# H100 adds now is calibrate's at-once spread beside the pipeline's on one VM.
 # Calibrate now keeps every call of its k syntheses at once: `experiments/stage_noise.py
 # --profile <call 1's profile> <the grid's runs>` sets their spread beside the pipeline's
 # (the fifty-second lease: the host stages spread 1.5-3x wider under load than alone).
@@ -27,12 +28,12 @@ lease_watch
 export CONTENTION=2^22
 echo "kernel: $(uname -r); python: $(python3 -V); profile: $PROFILE"
 case "$PROFILE:$CALL" in
-  *h200*:1)
+  *:1)
     rm -f "$PROFILE"
     calibrate_spanned 380 --msm-capacity key --pairing-sizes 2^20
     lease_validate "$(until_ "$END")" grid-A-G 2176 --only A B C D E F G
     ;;
-  *h200*:2)
+  *:2)
     lease_uncalibrated  # call 1's profile, kept on the machine; on a fresh one, h200-cupy as shipped
     timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_transfer_gpu.py \
       tests/test_kernels_gpu.py tests/test_groth16_gpu.py tests/test_pool_replay_gpu.py \
@@ -41,7 +42,7 @@ case "$PROFILE:$CALL" in
     lease_validate "$(until_ $((SECONDS + 200)))" grid-H-K-P 2176 --only H I J K P
     lease_validate "$(until_ "$END")" grid-L-R 2176 --only L M N O Q R
     ;;
-  *h200*:2b)
+  *:2b)
     # call 2 where the budget has room for two calls only (2026-12-07: 660 s spent on
     # refused starts): the GPU tests passed on the fiftieth lease's H100 with this prover,
     # so the grid's second half and its repeats come first
@@ -53,19 +54,11 @@ case "$PROFILE:$CALL" in
     lease_validate "$(until_ $((SECONDS + 60)))" grid-H-K-P-3 2176 --only H I J K P
     lease_validate "$(until_ "$END")" grid-A-G-2 2176 --only A B C D E F G
     ;;
-  *h200*:3)
+  *:3)
     lease_uncalibrated
     lease_validate "$(until_ $((SECONDS + 120)))" grid-H-K-P-2 2176 --only H I J K P
     lease_validate "$(until_ $((SECONDS + 100)))" grid-L-R-2 2176 --only L M N O Q R
     lease_validate "$(until_ "$END")" grid-A-G-2 2176 --only A B C D E F G
-    ;;
-  *:1)
-    lease_uncalibrated || exit 1
-    n=1 first=110  # a fresh machine's first run also loads the 2^22 keys (over 60 s)
-    while [ "$((END - SECONDS))" -gt 40 ]; do
-      lease_validate "$(until_ $((SECONDS + first)))" "traced-2176-$n" 2176 --only I J K --alloc-trace I J K
-      n=$((n + 1)) first=40
-    done
     ;;
   *) echo "no call $CALL on this card" ;;
 esac
