@@ -45,6 +45,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from simgpu.calibrate.build import HOST_DRIFT_WARN
 from simgpu.calibrate.chain import PRESSURE_STAGES, TRIP
 from simgpu.config import PipelineConfig, Workload
 from simgpu.model.montecarlo import predict
@@ -442,6 +443,19 @@ def upload_note(calibrated: str | None, runs: list[dict[str, Any]]) -> str:
     )
 
 
+def drift_note(calibration: dict[str, Any]) -> str:
+    """A sentence for the report where calibrate warned that the host's speed moved over
+    its sizes ([calibration] host_drift above HOST_DRIFT_WARN): the profile's laws then mix
+    host speeds, and its errors on any grid carry that (the fifty-third lease: 1.95x)."""
+    drift = calibration.get("host_drift")
+    if not isinstance(drift, int | float) or drift <= HOST_DRIFT_WARN:
+        return ""
+    return (
+        f"  **Calibrate warned that the host's speed moved {drift:.2f}x over its sizes (a fixed "
+        "loop's median, size by size): the profile's laws mix host speeds.**"
+    )
+
+
 def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
     first = {}
     for r, c in table:
@@ -458,7 +472,9 @@ def _markdown(table: list, prof: Any, args: argparse.Namespace) -> list[str]:
         "of the configuration's runs (how many: `runs`), and so are the stage means (below); GPU "
         "busy and peak VRAM are those of its first run whose OOM outcome is the model's likelier "
         "one (its first run where none is); the real OOM outcome counts "
-        "the runs that ran out of memory." + upload_note(prof.calibrated_abc_upload, [r for r, _ in table]),
+        "the runs that ran out of memory."
+        + upload_note(prof.calibrated_abc_upload, [r for r, _ in table])
+        + drift_note(tomllib.loads(Path(args.profile).read_text()).get("calibration", {})),
         "",
         "| cfg | n | design | GPU workers | j | VRAM cap | runs | s/proof pred / real | err | GPU busy "
         "pred / real | peak VRAM MiB pred / real | err | OOM: model's p / real runs |",

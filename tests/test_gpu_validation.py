@@ -206,6 +206,12 @@ def test_a_profile_and_runs_that_uploaded_a_b_c_differently_are_told_apart():
     assert "the runs mixed" in note("pinned", [*pinned, {"abc_uploads": {"pinned": 0, "staged": 3}}])
 
 
+def test_a_profile_calibrated_on_a_drifting_host_says_so():
+    note = gpu_validation.drift_note
+    assert note({}) == "" and note({"host_drift": 1.179}) == ""  # the shipped h200-cupy's
+    assert "moved 1.95x over its sizes" in note({"host_drift": 1.949})  # the 53rd lease's
+
+
 def test_the_stored_grid_is_read_as_the_pinned_prover_it_was(monkeypatch, tmp_path):
     # the shipped profile and its lease's grid both pinned a, b and c: no note
     assert "measured a, b and c" not in predict(monkeypatch, tmp_path, "--only", "B")
