@@ -25,7 +25,12 @@ from, set beside the pipeline's.
 
 With `--as-card synthesis prep --out p.toml` it also writes the profile with those
 stages' `noise_cv` set to the card's spread under load, for a what-if with
-gpu_validation.py predict --profile p.toml (the rest of the file as it was).
+gpu_validation.py predict --profile p.toml (the rest of the file as it was).  With
+`--as-card-means kernels b_g2_msm prep` it scales those stages' times alone instead, each
+by the card's mean under load over the model's (the median over the configurations read),
+contention as calibrated: the what-if for a race that turns on where two workers' stages
+meet rather than on how widely they spread (docs/validation-log.md, "The fifty-third
+lease").
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from simgpu.calibrate.refit import contention_of
 from simgpu.config import Workload
 from simgpu.model.montecarlo import predict
 from simgpu.profile import load_profile
+from simgpu.profile.tomlwrite import Inline, dumps
 from simgpu.sched.registry import resolve_design
 
 #: Calls of one stage, by configuration: a spread is read within a configuration, since
@@ -147,13 +153,64 @@ def with_noise(text: str, noise: dict[str, float]) -> str:
     return "".join(out)
 
 
+def mean_ratios(card: dict[str, Calls], model: dict[str, Calls], stages: list[str]) -> dict[str, float]:
+    """Each stage's card mean under load over the model's, the median over the
+    configurations both ran."""
+    out = {}
+    for st in stages:
+        both = [k for k in card.get(st, {}) if model.get(st, {}).get(k)]
+        if not both:
+            raise SystemExit(f"error: no configuration where both the card and the model ran {st}")
+        ratios = [statistics.fmean(card[st][k]) / statistics.fmean(model[st][k]) for k in both]
+        out[st] = statistics.median(ratios)
+    return out
+
+
+def scaled_time(law: float | dict[str, Any], f: float) -> float | Inline:
+    """A time law `f` times as long: a constant, every law simgpu writes (each is linear
+    in its coefficients: simgpu.profile.laws), and a table of points point by point."""
+    if not isinstance(law, dict):
+        return law * f
+    out = Inline()
+    for k, v in law.items():
+        if k == "points":
+            out[k] = [[n, y * f] for n, y in v]
+        elif k == "beyond":
+            out[k] = scaled_time(v, f)
+        else:
+            out[k] = v if k == "law" else v * f
+    return out
+
+
+def with_times(text: str, factors: dict[str, float]) -> str:
+    """A profile's TOML `text` with every `time` law of each named stage (its own, or its
+    phases') scaled by that stage's factor, every other line as it was."""
+    out, stage, done = [], None, set()
+    for line in text.splitlines(keepends=True):
+        head = re.match(r"\s*\[\[?\s*stages\.([A-Za-z0-9_]+)(?:\.phases)?\s*\]", line)
+        if head or re.match(r"\s*\[", line):
+            stage = head.group(1) if head else None
+        elif stage in factors and re.match(r"\s*time\s*=", line):
+            law = tomllib.loads(line)["time"]
+            line = dumps({"time": scaled_time(law, factors[stage])})
+            done.add(stage)
+        out.append(line)
+    missing = set(factors) - done
+    if missing:
+        raise SystemExit(f"error: the profile has no time law for stage {sorted(missing)[0]}")
+    return "".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("records", nargs="+", help="validation records (.json or .json.gz) of one lease")
     ap.add_argument("--profile", required=True, help="the profile the runs were planned with")
     ap.add_argument("--runs", type=int, default=20, help="Monte Carlo runs a configuration")
     ap.add_argument("--as-card", nargs="*", default=[], help="stages whose noise_cv --out sets to the card's")
-    ap.add_argument("--out", default="", help="with --as-card: where to write the profile")
+    ap.add_argument(
+        "--as-card-means", nargs="*", default=[], help="stages whose times --out scales to the card's means"
+    )
+    ap.add_argument("--out", default="", help="with --as-card or --as-card-means: where to write the profile")
     args = ap.parse_args()
     runs = [r for path in args.records for r in read_runs(path)]
     profile = load_profile(args.profile)
@@ -172,12 +229,20 @@ def main() -> None:
         print(f"| {stage} | {_cell(by)} | {_cell(model[stage]) if stage in model else '-'} | {noise:.4f} |")
     for line in at_once_spread(Path(args.profile)):
         print(line)
-    if args.as_card:
+    if args.as_card or args.as_card_means:
         if not args.out:
-            raise SystemExit("error: --as-card needs --out")
-        noise = {st: within(card[st])[0] for st in args.as_card}
-        Path(args.out).write_text(with_noise(Path(args.profile).read_text(), noise))
-        print(f"wrote {args.out}: " + ", ".join(f"{st} noise_cv {v:.4f}" for st, v in noise.items()))
+            raise SystemExit("error: --as-card and --as-card-means need --out")
+        text, said = Path(args.profile).read_text(), []
+        if args.as_card:
+            noise = {st: within(card[st])[0] for st in args.as_card}
+            text = with_noise(text, noise)
+            said += [f"{st} noise_cv {v:.4f}" for st, v in noise.items()]
+        if args.as_card_means:
+            factors = mean_ratios(card, model, args.as_card_means)
+            text = with_times(text, factors)
+            said += [f"{st} times x{f:.3f}" for st, f in factors.items()]
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out}: " + ", ".join(said))
 
 
 if __name__ == "__main__":

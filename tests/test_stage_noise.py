@@ -61,6 +61,38 @@ def test_the_profile_is_rewritten_with_the_spread_asked_and_nothing_else(tmp_pat
         stage_noise.with_noise(text, {"gather": 0.1})
 
 
+def test_a_stages_times_are_scaled_phase_by_phase_and_nothing_else(tmp_path):
+    """Every time law of a stage, its own or its phases', f times as long at every size;
+    the other stages as they were."""
+    text = (DATA / "tiny.toml").read_text()
+    path = tmp_path / "p.toml"
+    path.write_text(stage_noise.with_times(text, {"kernels": 0.5, "prep": 1.25}))
+    prof, tiny = load_profile(path), load_profile(DATA / "tiny.toml")
+    for n in (1 << 10, 1 << 16, 1 << 22):
+        got, was = prof.resolve(n).stages, tiny.resolve(n).stages
+        assert got["kernels"].seconds == pytest.approx(0.5 * was["kernels"].seconds)
+        assert got["prep"].seconds == pytest.approx(1.25 * was["prep"].seconds)
+        assert got["synthesis"].seconds == pytest.approx(was["synthesis"].seconds)
+    with pytest.raises(SystemExit, match="no time law for stage gather"):
+        stage_noise.with_times(text, {"gather": 2.0})
+
+
+def test_a_points_table_and_its_law_beyond_scale_alike():
+    law = {"points": [[1024, 0.5], [4096, 2.0]], "beyond": {"law": "a + b*n", "a": 0.1, "b": 1e-3}}
+    got = stage_noise.scaled_time(law, 2.0)
+    assert got == {"points": [[1024, 1.0], [4096, 4.0]], "beyond": {"law": "a + b*n", "a": 0.2, "b": 2e-3}}
+
+
+def test_the_card_means_are_read_over_the_model_configuration_by_configuration():
+    """The median over configurations of the card's mean over the model's; a
+    configuration the model did not run is left out."""
+    card = {"kernels": {("B",): [0.9, 1.1], ("C",): [3.0], ("D",): [2.0]}}
+    model = {"kernels": {("B",): [2.0], ("C",): [2.0, 2.0], ("E",): [1.0]}}
+    assert stage_noise.mean_ratios(card, model, ["kernels"]) == {"kernels": pytest.approx(1.0)}  # 0.5, 1.5
+    with pytest.raises(SystemExit, match="ran prep"):
+        stage_noise.mean_ratios(card, model, ["prep"])
+
+
 def test_a_lease_is_read_against_the_model_and_a_what_if_profile_written(monkeypatch, tmp_path, capsys):
     """I, J, K at 2^22 capped at 2176 MiB on the fifty-second lease's H100: the host
     stages spread wider on the card than calibrate's alone reading (the profile's
