@@ -18,7 +18,8 @@
 # Calibrate now keeps every call of its k syntheses at once: `experiments/stage_noise.py
 # --profile <call 1's profile> <the grid's runs>` sets their spread beside the pipeline's
 # (the fifty-second lease: the host stages spread 1.5-3x wider under load than alone).
-# Carry .whl and out/cubins.txz (and out/h100-cupy-key.toml on an H100); `bash
+# Carry .whl and out/cubins.txz; carry out/h100-cupy-key.toml only to a fresh H100 after
+# call 1 (a carried file replaces the one call 1 calibrated on the warm machine).  `bash
 # experiments/leases/aside.sh out lean gpu` before each call, `in` after.
 #
 #   bash experiments/leases/device_lease51.sh 1|2|2b|3 [END]
