@@ -18,8 +18,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from simgpu.calibrate.arrays import arrays_table
 from simgpu.calibrate.fit import (
     DEFAULT_DEVICE_LAW,
@@ -49,6 +47,7 @@ from simgpu.calibrate.measure import (
     measure_size,
     measure_stage_contention,
     serialized_share,
+    spread,
 )
 from simgpu.calibrate.pins import burst_summary, fit_pins, measure_pins
 from simgpu.errors import OutOfMemory, UserError
@@ -152,12 +151,7 @@ def build_profile(
     uses.pop(LOCK, None)  # no stage: [pins] lock_pressure, read at the contention size below
 
     def cv(key: str) -> float:
-        vals = [
-            x
-            for r in runs
-            for x in [np.std(r.seconds[key]) / np.mean(r.seconds[key])]
-            if len(r.seconds[key]) > 1
-        ]
+        vals = [spread(r.seconds[key]) for r in runs if len(r.seconds[key]) > 1]
         return round(float(max(0.01, statistics.median(vals))) if vals else 0.02, 4)
 
     stages: dict[str, Any] = {}
